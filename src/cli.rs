@@ -1,0 +1,216 @@
+//! What the user can type: clap definitions only, no logic. Every flag an
+//! operator sets in a cron line also reads a `JOBRUN_*` variable.
+//! Durations and names stay strings here; `settings` validates them with
+//! messages that say why.
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::supervise::OnLost;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "jobrun",
+    version,
+    about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
+    long_about = "jobrun wraps a scheduled pass (a cron entry, a systemd timer, a ticker loop) \
+so that no two passes of a job overlap, a pass killed without unwinding never blocks its job \
+for long, and an operator can always see who holds what and fix it safely.\n\n\
+Exit codes: the child's own code; 128+N when the child died of signal N; the conflict code \
+(-E, default 0) when the job is held or paused; 1 when an operator command could not finish; \
+125 when jobrun itself failed; 126 when the command cannot be executed; 127 when it is not found."
+)]
+pub struct Cli {
+    /// The store: a SQLite file path, or postgres://user@host/db.
+    /// Default: /var/lib/jobrun/jobrun.db for root,
+    /// $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise.
+    #[arg(long, global = true, env = "JOBRUN_DB", value_name = "PATH|URL")]
+    pub db: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Take a slot of NAME and run COMMAND under a renewed lease.
+    Run(RunArgs),
+    /// Show every job: state, holder, evidence, queue, last outcome.
+    Status(StatusArgs),
+    /// Clear locks whose holder is dead or whose lease lapsed unseen.
+    ClearLocks(ClearArgs),
+    /// Stop in-flight passes (for upgrade scripts) so they release at once.
+    StopDue(StopArgs),
+    /// Hold new passes (and queue promotion) of jobs.
+    Pause(PauseArgs),
+    /// Lift a pause.
+    Resume(Targets),
+    /// Show recorded passes and a duration summary per job.
+    History(HistoryArgs),
+    /// Write the man pages and shell completions (for maintainers).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job: 1-200 printable characters, no whitespace at either end.
+    pub name: String,
+
+    /// The command and its arguments, run directly (no shell).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+
+    /// The lease window, renewed every third of it (at least 3s).
+    #[arg(
+        long,
+        env = "JOBRUN_LEASE",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
+    pub lease: String,
+
+    /// Backstop for a pass that is alive but hung: past it renewals stop and
+    /// the lease lapses (at least the lease).
+    #[arg(
+        long,
+        env = "JOBRUN_MAX_HOLD",
+        default_value = "24h",
+        value_name = "DURATION"
+    )]
+    pub max_hold: String,
+
+    /// After forwarding TERM or INT, wait this long before sending KILL.
+    #[arg(
+        long,
+        env = "JOBRUN_KILL_AFTER",
+        default_value = "10s",
+        value_name = "DURATION"
+    )]
+    pub kill_after: String,
+
+    /// What happens to the child when the lease is lost.
+    #[arg(long, env = "JOBRUN_ON_LOST", value_enum, default_value = "continue")]
+    pub on_lost: OnLost,
+
+    /// Exit code when the job is held or paused (like flock -E).
+    #[arg(short = 'E', long, env = "JOBRUN_CONFLICT_EXIT_CODE", default_value_t = 0,
+          value_parser = clap::value_parser!(i32).range(0..=255), value_name = "CODE")]
+    pub conflict_exit_code: i32,
+
+    /// Do not print the line naming the holder when the job is held.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// How many passes of the job may run at once; the smallest among the
+    /// live holders and waiters binds.
+    #[arg(long, env = "JOBRUN_SLOTS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=10000), value_name = "N")]
+    pub slots: u32,
+
+    /// Queue for a slot for up to this long instead of skipping (0: do not wait).
+    #[arg(
+        short,
+        long,
+        env = "JOBRUN_WAIT",
+        default_value = "0",
+        value_name = "DURATION"
+    )]
+    pub wait: String,
+
+    /// Join an identical queued pass (same job, argv and working directory)
+    /// instead of queueing another.
+    #[arg(long, env = "JOBRUN_COALESCE")]
+    pub coalesce: bool,
+
+    /// Exit code of a pass that coalesced into a queued one.
+    #[arg(long, env = "JOBRUN_COALESCED_EXIT_CODE", default_value_t = 0,
+          value_parser = clap::value_parser!(i32).range(0..=255), value_name = "CODE")]
+    pub coalesced_exit_code: i32,
+
+    /// How many passes of history to keep per job.
+    #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub keep_history: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct Targets {
+    /// Jobs to act on.
+    #[arg(
+        value_name = "NAME",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub names: Vec<String>,
+    /// Act on every job.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Jobs to show (default: all).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Machine-readable output (documented in the README).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ClearArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Print what would be done and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also clear locks whose holder is believed alive (logged).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Wait until the signalled passes released their locks.
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<String>,
+    /// With --wait: send KILL to a wrapper still holding this long after TERM.
+    #[arg(long, value_name = "DURATION")]
+    pub kill_after: Option<String>,
+    /// Print what would be signalled and signal nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Why, shown by status and by every skipped pass.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this job.
+    pub name: Option<String>,
+    /// How many passes to show.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub limit: u32,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Directory for the man pages.
+    #[arg(long, default_value = "man")]
+    pub man: std::path::PathBuf,
+    /// Directory for the shell completions.
+    #[arg(long, default_value = "completions")]
+    pub completions: std::path::PathBuf,
+}

@@ -1,0 +1,106 @@
+//! `jobrun clear-locks`: show each held lock with its evidence verdict and
+//! clear those whose holder is dead, or whose lease lapsed with no evidence
+//! of life. A holder believed alive is cleared only with `--force`, the
+//! operator's deliberate override, and that is logged.
+
+use anyhow::Result;
+
+use crate::cli::ClearArgs;
+use crate::cmd::{holder_name, judged};
+use crate::exit;
+use crate::lease::EvictIf;
+use crate::liveness::{decide, judge, Decision, Identity, Liveness};
+use crate::say;
+use crate::settings::job_name;
+use crate::store::StoreSpec;
+
+pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
+    let names = a
+        .targets
+        .names
+        .iter()
+        .map(|n| job_name(n))
+        .collect::<Result<Vec<_>>>()?;
+    let mut store = spec.open()?;
+    let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
+    let would = if a.dry_run { "would " } else { "" };
+    for (l, v) in judged(store.leases(&names)?, &spec) {
+        let head = format!(
+            "{} slot {} token {} held by {} ({v})",
+            l.job,
+            l.slot,
+            l.token,
+            holder_name(&l)
+        );
+        match decide(&l, &v, a.force) {
+            Decision::Free(ev) => {
+                // Forced: the rules alone would have kept it.
+                let forced = a.force && decide(&l, &v, false) == Decision::Keep;
+                let why = match ev.condition {
+                    _ if forced => "forced over a live holder (operator override)",
+                    EvictIf::TokenMatches => "holder is dead",
+                    EvictIf::Lapsed => "lease lapsed and holder unknown",
+                    EvictIf::Forfeited => "past its max hold",
+                };
+                if a.dry_run {
+                    println!("{head}: would clear: {why}");
+                    cleared += 1;
+                } else if store.evict(&l.job, &ev)? {
+                    if forced {
+                        say!("{head}: cleared by --force over a live holder");
+                    }
+                    println!("{head}: cleared: {why}");
+                    cleared += 1;
+                } else {
+                    println!("{head}: kept: it changed while being cleared (renewed or released)");
+                }
+            }
+            Decision::Keep if v.liveness == Liveness::Alive => {
+                println!("{head}: kept: holder is alive (--force clears it)");
+                kept_alive += 1;
+            }
+            Decision::Keep => {
+                println!(
+                    "{head}: kept: lease still valid for {} (holder unknown)",
+                    crate::report::human_ms(l.expires_in_ms)
+                );
+                kept_unknown += 1;
+            }
+        }
+    }
+    // Ghost waiters: queue rows whose process is dead.
+    let me = Identity::current();
+    for w in store.waiters(&names)? {
+        let v = judge(&w.holder, &me, spec.reach());
+        let ghost = v.liveness == Liveness::Dead || (v.liveness == Liveness::Unknown && w.lapsed());
+        if ghost || a.force {
+            let head = format!(
+                "{} queued pass {} of {}:{} ({v})",
+                w.job, w.pass_id, w.holder.host, w.holder.wrapper.pid
+            );
+            if a.dry_run || store.remove_waiter(w.id, !ghost && !a.force)? {
+                println!("{head}: {would}remove from the queue");
+            }
+        }
+    }
+    let mut summary = format!("{would}clear {cleared}");
+    if !a.dry_run {
+        summary = format!("cleared {cleared}");
+    }
+    let kept = kept_alive + kept_unknown;
+    let mut reasons = vec![];
+    if kept_alive > 0 {
+        reasons.push(format!("{kept_alive} alive"));
+    }
+    if kept_unknown > 0 {
+        reasons.push(format!("{kept_unknown} unknown within lease"));
+    }
+    let keep_word = if a.dry_run { "keep" } else { "kept" };
+    if kept > 0 {
+        summary.push_str(&format!(", {keep_word} {kept} ({})", reasons.join(", ")));
+    } else {
+        summary.push_str(&format!(", {keep_word} 0"));
+    }
+    println!("{summary}");
+    Ok(exit::OK)
+}

@@ -1,0 +1,169 @@
+//! `jobrun history`: recorded passes, newest first, and a duration summary
+//! per job (count, mean, p50, p95, max, outcomes) so an operator can choose
+//! a max hold from measured pass lengths rather than a guess.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::cli::HistoryArgs;
+use crate::exit;
+use crate::lease::{Outcome, PassRecord};
+use crate::report::{human_ms, utc_ms};
+use crate::settings::job_name;
+use crate::store::StoreSpec;
+
+/// Duration figures over the passes that ran a command.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Summary {
+    pub job: String,
+    pub count: usize,
+    pub mean_ms: i64,
+    pub p50_ms: i64,
+    pub p95_ms: i64,
+    pub max_ms: i64,
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+fn ran(o: Outcome) -> bool {
+    !matches!(
+        o,
+        Outcome::Skipped | Outcome::Coalesced | Outcome::TimedOut | Outcome::SpawnFailed
+    )
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[i64], p: usize) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
+    let mut durations: Vec<i64> = passes
+        .iter()
+        .filter(|p| ran(p.outcome))
+        .map(|p| p.duration_ms)
+        .collect();
+    durations.sort_unstable();
+    let mut outcomes = BTreeMap::new();
+    for p in passes {
+        *outcomes.entry(p.outcome.as_str().to_string()).or_insert(0) += 1;
+    }
+    let count = durations.len();
+    Summary {
+        job: job.to_string(),
+        count,
+        mean_ms: if count > 0 {
+            durations.iter().sum::<i64>() / count as i64
+        } else {
+            0
+        },
+        p50_ms: percentile(&durations, 50),
+        p95_ms: percentile(&durations, 95),
+        max_ms: durations.last().copied().unwrap_or(0),
+        outcomes,
+    }
+}
+
+pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
+    let name = a.name.as_deref().map(job_name).transpose()?;
+    let mut store = spec.open()?;
+    let passes = store.history(name.as_deref(), a.limit)?;
+    let jobs: Vec<String> = match &name {
+        Some(n) => vec![n.clone()],
+        None => store.jobs(&[])?.into_iter().map(|j| j.name).collect(),
+    };
+    let mut summaries = Vec::new();
+    for j in &jobs {
+        // The summary covers all the history kept, not just the listing.
+        let all = store.history(Some(j), u32::MAX / 2)?;
+        if !all.is_empty() {
+            summaries.push(summarise(j, &all));
+        }
+    }
+    if a.json {
+        let out = json!({ "passes": passes, "summary": summaries });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(exit::OK);
+    }
+    println!(
+        "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  PASS",
+        "STARTED", "JOB", "OUTCOME", "DURATION", "TOKEN", "EXIT"
+    );
+    for p in &passes {
+        let code = match (p.exit_code, p.signal) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(s)) => format!("sig{s}"),
+            _ => "-".into(),
+        };
+        println!(
+            "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  {}",
+            utc_ms(p.started_at_ms),
+            p.job,
+            p.outcome.as_str(),
+            human_ms(p.duration_ms),
+            p.token.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+            code,
+            p.pass_id
+        );
+    }
+    println!();
+    println!(
+        "{:<24} {:>6} {:>8} {:>8} {:>8} {:>8}  OUTCOMES",
+        "JOB", "PASSES", "MEAN", "P50", "P95", "MAX"
+    );
+    for s in &summaries {
+        let outcomes: Vec<String> = s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            "{:<24} {:>6} {:>8} {:>8} {:>8} {:>8}  {}",
+            s.job,
+            s.count,
+            human_ms(s.mean_ms),
+            human_ms(s.p50_ms),
+            human_ms(s.p95_ms),
+            human_ms(s.max_ms),
+            outcomes.join(", ")
+        );
+    }
+    Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pass(ms: i64, outcome: Outcome) -> PassRecord {
+        PassRecord {
+            job: "j".into(),
+            pass_id: "p".into(),
+            token: Some(1),
+            slot: Some(0),
+            host: "h".into(),
+            pid: 1,
+            started_at_ms: 0,
+            ended_at_ms: ms,
+            duration_ms: ms,
+            exit_code: Some(0),
+            signal: None,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn summary_uses_passes_that_ran() {
+        let mut passes: Vec<PassRecord> = (1..=100).map(|i| pass(i * 10, Outcome::Ok)).collect();
+        passes.push(pass(5, Outcome::Skipped));
+        let s = summarise("j", &passes);
+        assert_eq!(s.count, 100);
+        assert_eq!(s.p50_ms, 500);
+        assert_eq!(s.p95_ms, 950);
+        assert_eq!(s.max_ms, 1000);
+        assert_eq!(s.mean_ms, 505);
+        assert_eq!(s.outcomes["skipped"], 1);
+        assert_eq!(s.outcomes["ok"], 100);
+    }
+}

@@ -1,0 +1,223 @@
+//! `jobrun status`: every job the store knows, one row per job and slot,
+//! with the evidence verdict on each holder and the queue behind it.
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use crate::cli::StatusArgs;
+use crate::cmd::judged;
+use crate::exit;
+use crate::lease::{LeaseRow, Pause, WaiterRow};
+use crate::liveness::{judge, Identity, Liveness, Verdict};
+use crate::report::{human_ms, utc_ms};
+use crate::settings::job_name;
+use crate::store::StoreSpec;
+
+/// The state of one held slot, from its verdict and lease.
+pub fn lease_state(l: &LeaseRow, v: &Verdict) -> &'static str {
+    match v.liveness {
+        Liveness::Alive if v.orphaned => "orphaned",
+        Liveness::Alive => "running",
+        Liveness::Dead => "dead",
+        Liveness::Unknown if l.lapsed() => "stale",
+        Liveness::Unknown => "running",
+    }
+}
+
+fn pause_for<'a>(pauses: &'a [Pause], job: &str) -> Option<&'a Pause> {
+    pauses
+        .iter()
+        .find(|p| p.job == job)
+        .or_else(|| pauses.iter().find(|p| p.job == "*"))
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('~');
+        t
+    }
+}
+
+pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
+    let names = a
+        .names
+        .iter()
+        .map(|n| job_name(n))
+        .collect::<Result<Vec<_>>>()?;
+    let mut store = spec.open()?;
+    let jobs = store.jobs(&names)?;
+    let leases = judged(store.leases(&names)?, &spec);
+    let waiters = store.waiters(&names)?;
+    let pauses = store.pauses()?;
+    let me = Identity::current();
+    let waiter_verdicts: Vec<(WaiterRow, Verdict)> = waiters
+        .into_iter()
+        .map(|w| {
+            let v = judge(&w.holder, &me, spec.reach());
+            (w, v)
+        })
+        .collect();
+
+    let mut out = Vec::new();
+    for job in &jobs {
+        let pause = pause_for(&pauses, &job.name);
+        let held: Vec<&(LeaseRow, Verdict)> =
+            leases.iter().filter(|(l, _)| l.job == job.name).collect();
+        let queue: Vec<&(WaiterRow, Verdict)> = waiter_verdicts
+            .iter()
+            .filter(|(w, _)| w.job == job.name)
+            .collect();
+        let state = if let Some((l, v)) = held.first() {
+            lease_state(l, v)
+        } else if pause.is_some() {
+            "paused"
+        } else if !queue.is_empty() {
+            "queued"
+        } else {
+            "free"
+        };
+        out.push(json!({
+            "name": job.name,
+            "state": state,
+            "paused": pause.map(|p| json!({
+                "reason": p.reason,
+                "since": utc_ms(p.since_ms),
+                "all": p.job == "*",
+            })),
+            "slots": held.iter().map(|(l, v)| json!({
+                "slot": l.slot,
+                "state": lease_state(l, v),
+                "token": l.token,
+                "pass_id": l.pass_id,
+                "holder": {
+                    "host": l.holder.host,
+                    "pid": l.holder.wrapper.pid,
+                    "child_pid": l.holder.child.map(|c| c.pid),
+                },
+                "verdict": {"liveness": v.liveness, "reason": v.reason},
+                "since": utc_ms(l.acquired_at_ms),
+                "held_ms": l.held_ms,
+                "renewed_ago_ms": l.renewed_ago_ms,
+                "expires_in_ms": l.expires_in_ms,
+                "max_hold_ms": l.max_hold_ms,
+                "command": l.argv,
+            })).collect::<Vec<_>>(),
+            "queue": {
+                "length": queue.len(),
+                "head_waited_ms": queue.first().map(|(w, _)| w.waited_ms),
+                "waiters": queue.iter().enumerate().map(|(i, (w, v))| json!({
+                    "position": i + 1,
+                    "pass_id": w.pass_id,
+                    "holder": {"host": w.holder.host, "pid": w.holder.wrapper.pid},
+                    "verdict": {"liveness": v.liveness, "reason": v.reason},
+                    "waited_ms": w.waited_ms,
+                    "command": w.argv,
+                })).collect::<Vec<_>>(),
+            },
+            "last": job.last_outcome.as_ref().map(|o| json!({
+                "outcome": o,
+                "duration_ms": job.last_duration_ms,
+                "ended_ago_ms": job.last_ended_ms_ago,
+            })),
+        }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json!({ "jobs": out }))?);
+    } else {
+        print_table(&out);
+    }
+    Ok(exit::OK)
+}
+
+fn ms(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+fn print_table(jobs: &[Value]) {
+    println!(
+        "{:<24} {:>4} {:<8} {:<22} {:>8} {:>8} {:>7}  LAST",
+        "JOB", "SLOT", "STATE", "HOLDER", "RENEWED", "EXPIRES", "TOKEN"
+    );
+    for j in jobs {
+        let name = trunc(j["name"].as_str().unwrap_or(""), 24);
+        let last = match &j["last"] {
+            Value::Null => "-".to_string(),
+            l => format!(
+                "{} {}",
+                l["outcome"].as_str().unwrap_or("-"),
+                human_ms(ms(&l["duration_ms"]))
+            ),
+        };
+        let slots = j["slots"].as_array().cloned().unwrap_or_default();
+        if slots.is_empty() {
+            println!(
+                "{name:<24} {:>4} {:<8} {:<22} {:>8} {:>8} {:>7}  {last}",
+                "-",
+                j["state"].as_str().unwrap_or(""),
+                "-",
+                "-",
+                "-",
+                "-"
+            );
+        }
+        for s in &slots {
+            let holder = format!(
+                "{}:{}",
+                s["holder"]["host"].as_str().unwrap_or(""),
+                s["holder"]["pid"]
+            );
+            println!(
+                "{name:<24} {:>4} {:<8} {:<22} {:>8} {:>8} {:>7}  {last}",
+                s["slot"].to_string(),
+                s["state"].as_str().unwrap_or(""),
+                trunc(&holder, 22),
+                human_ms(ms(&s["renewed_ago_ms"])),
+                human_ms(ms(&s["expires_in_ms"])),
+                s["token"].to_string()
+            );
+            println!(
+                "    since {}, {}: {}",
+                s["since"].as_str().unwrap_or(""),
+                s["verdict"]["liveness"].as_str().unwrap_or(""),
+                trunc(s["verdict"]["reason"].as_str().unwrap_or(""), 60)
+            );
+        }
+        if let Some(p) = j["paused"].as_object() {
+            println!(
+                "    paused{} since {}{}",
+                if p["all"].as_bool() == Some(true) {
+                    " (all)"
+                } else {
+                    ""
+                },
+                p["since"].as_str().unwrap_or(""),
+                p["reason"]
+                    .as_str()
+                    .map(|r| format!(": {}", trunc(r, 50)))
+                    .unwrap_or_default()
+            );
+        }
+        let q = &j["queue"];
+        let len = q["length"].as_u64().unwrap_or(0);
+        if len > 0 {
+            println!(
+                "    queue: {len} waiting, head waited {}",
+                human_ms(ms(&q["head_waited_ms"]))
+            );
+            for w in q["waiters"].as_array().into_iter().flatten() {
+                println!(
+                    "      #{} {}:{} waited {} ({}: {})",
+                    w["position"],
+                    w["holder"]["host"].as_str().unwrap_or(""),
+                    w["holder"]["pid"],
+                    human_ms(ms(&w["waited_ms"])),
+                    w["verdict"]["liveness"].as_str().unwrap_or(""),
+                    trunc(w["verdict"]["reason"].as_str().unwrap_or(""), 40)
+                );
+            }
+        }
+    }
+}

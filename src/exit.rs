@@ -1,0 +1,44 @@
+//! Every exit code jobrun can return, in one place.
+//!
+//! jobrun follows the `env`/`timeout` convention so a cron line or a systemd
+//! unit can tell jobrun's own failures from the child's: the child's code
+//! passes through unchanged, a signal death becomes 128+N, and 125-127 are
+//! reserved for jobrun itself and for a command that could not be started.
+
+/// The pass ran and its child exited 0; or an operator command succeeded.
+pub const OK: i32 = 0;
+/// Default code when the job's slot is held or the job is paused
+/// (`-E/--conflict-exit-code` changes it, like `flock -E`).
+pub const CONFLICT_DEFAULT: i32 = 0;
+/// An operator command found something it could not finish (for example
+/// `stop-due --wait` ran out of time with locks still held).
+pub const INCOMPLETE: i32 = 1;
+/// jobrun itself failed: bad usage, bad settings, an unusable store.
+pub const JOBRUN_FAILED: i32 = 125;
+/// The command exists but could not be executed (permissions, bad format).
+pub const CANNOT_EXECUTE: i32 = 126;
+/// The command was not found.
+pub const NOT_FOUND: i32 = 127;
+/// Base for "the child died of signal N": exit 128+N.
+pub const SIGNAL_BASE: i32 = 128;
+
+/// Exit code for a child that ended with `code`, or died of `signal`.
+pub fn from_child(code: Option<i32>, signal: Option<i32>) -> i32 {
+    match (code, signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => SIGNAL_BASE + s,
+        (None, None) => JOBRUN_FAILED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_death_is_128_plus_n() {
+        assert_eq!(from_child(None, Some(15)), 143);
+        assert_eq!(from_child(None, Some(9)), 137);
+        assert_eq!(from_child(Some(3), None), 3);
+    }
+}

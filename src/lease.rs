@@ -1,0 +1,300 @@
+//! Lease and holder types, and the arithmetic that decides expiry.
+//!
+//! Everything here is pure: the store computes ages on its own clock (the
+//! server's clock for PostgreSQL, so skewed hosts agree) and hands them over
+//! as millisecond offsets; this module only interprets them. The renew
+//! interval rule lives here too, because every lease holder (a running pass
+//! and a queued waiter) keeps it.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Shortest lease jobrun accepts: the renewer ticks at a third of the lease,
+/// floored at one second, so a shorter lease would lapse between two ticks.
+pub const MIN_LEASE: Duration = Duration::from_secs(3);
+/// Floor of the renew interval.
+pub const MIN_RENEW_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often a lease of length `lease` is renewed: a third of it, floored at
+/// one second.
+pub fn renew_interval(lease: Duration) -> Duration {
+    (lease / 3).max(MIN_RENEW_INTERVAL)
+}
+
+/// One process of a holder: its pid and its start time in clock ticks since
+/// boot (field 22 of `/proc/PID/stat`). A pid without its start time is not
+/// evidence of anything: the number may have been reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Proc {
+    pub pid: i32,
+    pub start: u64,
+}
+
+/// What a lease (or a queue row) records about its holder so that another
+/// process can judge whether it is alive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub host: String,
+    pub boot_id: String,
+    pub pid_ns: String,
+    /// The `jobrun run` process that holds the lease.
+    pub wrapper: Proc,
+    /// The child command, once it has been spawned.
+    pub child: Option<Proc>,
+    /// A file the wrapper keeps locked (flock) for as long as it lives; any
+    /// process sharing the kernel can probe it, whatever its PID namespace.
+    pub lock_path: Option<String>,
+}
+
+/// Identifies one lease: the job, the slot, and the fencing token under
+/// which it was taken. Renew and release are compare-and-set on all three.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseKey {
+    pub job: String,
+    pub slot: u32,
+    pub token: i64,
+}
+
+/// A lease row as the store returns it, with its ages measured on the
+/// store's clock at the moment it was read.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseRow {
+    pub job: String,
+    pub slot: u32,
+    pub token: i64,
+    pub pass_id: String,
+    pub holder: Holder,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// The `--slots` the holder asked for.
+    pub slots: u32,
+    pub lease_ms: i64,
+    pub max_hold_ms: i64,
+    /// Wall-clock time (Unix milliseconds, store clock) the lease was taken.
+    pub acquired_at_ms: i64,
+    /// Milliseconds since the lease was taken (store clock).
+    pub held_ms: i64,
+    /// Milliseconds since the last renewal (store clock).
+    pub renewed_ago_ms: i64,
+    /// Milliseconds until the lease lapses; zero or negative once lapsed.
+    pub expires_in_ms: i64,
+}
+
+impl LeaseRow {
+    pub fn key(&self) -> LeaseKey {
+        LeaseKey {
+            job: self.job.clone(),
+            slot: self.slot,
+            token: self.token,
+        }
+    }
+
+    /// The lease window has passed without a renewal.
+    pub fn lapsed(&self) -> bool {
+        self.expires_in_ms <= 0
+    }
+
+    /// The holder has held longer than its own `--max-hold`: by the
+    /// operator's setting it has forfeited the slot, alive or not.
+    pub fn forfeited(&self) -> bool {
+        self.held_ms >= self.max_hold_ms
+    }
+}
+
+/// A queued pass (`run --wait`): it carries the same evidence as a lease and
+/// is renewed the same way while it waits.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaiterRow {
+    pub id: i64,
+    pub job: String,
+    pub pass_id: String,
+    pub holder: Holder,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub slots: u32,
+    pub arrived_at_ms: i64,
+    pub waited_ms: i64,
+    pub expires_in_ms: i64,
+}
+
+impl WaiterRow {
+    pub fn lapsed(&self) -> bool {
+        self.expires_in_ms <= 0
+    }
+}
+
+/// When a row may be removed by someone other than its holder. The store
+/// checks the condition again inside the transaction that removes the row,
+/// so a holder that renewed in between keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictIf {
+    /// The holder was judged dead: the token alone must still match.
+    TokenMatches,
+    /// The holder's liveness is unknown: only once its lease has lapsed.
+    Lapsed,
+    /// The holder is past its max hold.
+    Forfeited,
+}
+
+/// A lease another process has decided to take away, with the token it saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    pub slot: u32,
+    pub token: i64,
+    pub condition: EvictIf,
+}
+
+/// A job's pause, if one stands (`pause NAME` or `pause --all`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Pause {
+    /// The job name, or `*` for `pause --all`.
+    pub job: String,
+    pub reason: Option<String>,
+    pub since_ms: i64,
+}
+
+/// How a pass ended, as recorded in history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Ok,
+    Failed,
+    Skipped,
+    LostLease,
+    SpawnFailed,
+    Killed,
+    Stopped,
+    Coalesced,
+    TimedOut,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+            Outcome::LostLease => "lost-lease",
+            Outcome::SpawnFailed => "spawn-failed",
+            Outcome::Killed => "killed",
+            Outcome::Stopped => "stopped",
+            Outcome::Coalesced => "coalesced",
+            Outcome::TimedOut => "timed-out",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Some(match s {
+            "ok" => Outcome::Ok,
+            "failed" => Outcome::Failed,
+            "skipped" => Outcome::Skipped,
+            "lost-lease" => Outcome::LostLease,
+            "spawn-failed" => Outcome::SpawnFailed,
+            "killed" => Outcome::Killed,
+            "stopped" => Outcome::Stopped,
+            "coalesced" => Outcome::Coalesced,
+            "timed-out" => Outcome::TimedOut,
+            _ => return None,
+        })
+    }
+}
+
+/// One pass as history keeps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassRecord {
+    pub job: String,
+    pub pass_id: String,
+    /// The fencing token, when the pass took a slot.
+    pub token: Option<i64>,
+    pub slot: Option<u32>,
+    pub host: String,
+    pub pid: i32,
+    pub started_at_ms: i64,
+    pub ended_at_ms: i64,
+    pub duration_ms: i64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub outcome: Outcome,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renew_interval_is_a_third_floored_at_one_second() {
+        assert_eq!(
+            renew_interval(Duration::from_secs(300)),
+            Duration::from_secs(100)
+        );
+        assert_eq!(
+            renew_interval(Duration::from_secs(6)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            renew_interval(Duration::from_secs(3)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            renew_interval(Duration::from_millis(2400)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            renew_interval(Duration::from_millis(150)),
+            Duration::from_secs(1)
+        );
+    }
+
+    fn row(held_ms: i64, expires_in_ms: i64, max_hold_ms: i64) -> LeaseRow {
+        LeaseRow {
+            job: "j".into(),
+            slot: 0,
+            token: 1,
+            pass_id: "p".into(),
+            holder: Holder {
+                host: "h".into(),
+                boot_id: "b".into(),
+                pid_ns: "n".into(),
+                wrapper: Proc { pid: 1, start: 1 },
+                child: None,
+                lock_path: None,
+            },
+            argv: vec![],
+            cwd: "/".into(),
+            slots: 1,
+            lease_ms: 3000,
+            max_hold_ms,
+            acquired_at_ms: 0,
+            held_ms,
+            renewed_ago_ms: 0,
+            expires_in_ms,
+        }
+    }
+
+    #[test]
+    fn lapsed_and_forfeited_follow_the_store_clock() {
+        assert!(!row(10, 1, 100).lapsed());
+        assert!(row(10, 0, 100).lapsed());
+        assert!(row(10, -5, 100).lapsed());
+        assert!(!row(99, 1, 100).forfeited());
+        assert!(row(100, 1, 100).forfeited());
+    }
+
+    #[test]
+    fn outcomes_round_trip() {
+        for o in [
+            Outcome::Ok,
+            Outcome::Failed,
+            Outcome::Skipped,
+            Outcome::LostLease,
+            Outcome::SpawnFailed,
+            Outcome::Killed,
+            Outcome::Stopped,
+            Outcome::Coalesced,
+            Outcome::TimedOut,
+        ] {
+            assert_eq!(Outcome::parse(o.as_str()), Some(o));
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! What the user typed, turned into resolved, validated settings.
+//!
+//! Every check that can fail at startup lives here, and each message says
+//! what was wrong and why, so a bad cron line fails on its first run with
+//! one line an operator can act on.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::cli::RunArgs;
+use crate::lease::MIN_LEASE;
+use crate::store::StoreSpec;
+use crate::supervise::OnLost;
+
+pub const DEFAULT_ROOT_DB: &str = "/var/lib/jobrun/jobrun.db";
+pub const MAX_NAME_LEN: usize = 200;
+
+/// Parse a humantime duration, failing with an example of a valid one.
+pub fn duration(flag: &str, value: &str) -> Result<Duration> {
+    humantime::parse_duration(value.trim()).map_err(|e| {
+        anyhow::anyhow!("invalid {flag} '{value}': {e}; expected a duration like 90s, 5m or 1h 30m")
+    })
+}
+
+/// A job name: 1-200 printable characters, no control characters, no
+/// whitespace at either end.
+pub fn job_name(name: &str) -> Result<String> {
+    if name.is_empty() {
+        bail!("invalid job name: it is empty; use 1-{MAX_NAME_LEN} printable characters, e.g. feeds.poll");
+    }
+    if name.chars().count() > MAX_NAME_LEN {
+        bail!(
+            "invalid job name: {} characters is more than {MAX_NAME_LEN}",
+            name.chars().count()
+        );
+    }
+    if name.chars().any(char::is_control) {
+        bail!("invalid job name {name:?}: it contains a control character");
+    }
+    if name.trim() != name {
+        bail!("invalid job name {name:?}: it starts or ends with whitespace");
+    }
+    Ok(name.to_string())
+}
+
+/// Where the store is: `--db`/`JOBRUN_DB`, or the default for this user.
+pub fn store(db: Option<&str>) -> Result<StoreSpec> {
+    if let Some(db) = db {
+        if db.trim().is_empty() {
+            bail!(
+                "invalid --db/JOBRUN_DB: it is empty; give a file path or postgres://user@host/db"
+            );
+        }
+        return Ok(StoreSpec::parse(db));
+    }
+    if nix::unistd::geteuid().is_root() {
+        return Ok(StoreSpec::Sqlite(PathBuf::from(DEFAULT_ROOT_DB)));
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")));
+    match state {
+        Some(dir) => Ok(StoreSpec::Sqlite(dir.join("jobrun").join("jobrun.db"))),
+        None => bail!("no store given and neither XDG_STATE_HOME nor HOME is set; pass --db PATH"),
+    }
+}
+
+/// Everything `run` needs, validated.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub job: String,
+    pub argv: Vec<String>,
+    pub lease: Duration,
+    pub max_hold: Duration,
+    pub kill_after: Duration,
+    pub on_lost: OnLost,
+    pub conflict_exit_code: i32,
+    pub quiet: bool,
+    pub slots: u32,
+    /// `None`: do not wait.
+    pub wait: Option<Duration>,
+    pub coalesce: bool,
+    pub coalesced_exit_code: i32,
+    pub keep_history: u32,
+}
+
+impl RunSettings {
+    pub fn resolve(a: &RunArgs) -> Result<RunSettings> {
+        let job = job_name(&a.name)?;
+        if a.command.is_empty() || a.command[0].is_empty() {
+            bail!("missing command: usage is jobrun run NAME -- COMMAND [ARGS...]");
+        }
+        let lease = duration("--lease/JOBRUN_LEASE", &a.lease)?;
+        let max_hold = duration("--max-hold/JOBRUN_MAX_HOLD", &a.max_hold)?;
+        let kill_after = duration("--kill-after/JOBRUN_KILL_AFTER", &a.kill_after)?;
+        let wait = duration("--wait/JOBRUN_WAIT", &a.wait)?;
+        if lease < MIN_LEASE {
+            bail!(
+                "--lease {} is too short: the lease is renewed every third of it (at least every \
+                 1s), so a lease under 3s lapses between renewals; use 3s or more",
+                a.lease.trim()
+            );
+        }
+        if max_hold < lease {
+            bail!(
+                "--max-hold {} is shorter than --lease {}: the backstop must be at least one \
+                 lease window",
+                a.max_hold.trim(),
+                a.lease.trim()
+            );
+        }
+        Ok(RunSettings {
+            job,
+            argv: a.command.clone(),
+            lease,
+            max_hold,
+            kill_after,
+            on_lost: a.on_lost,
+            conflict_exit_code: a.conflict_exit_code,
+            quiet: a.quiet,
+            slots: a.slots,
+            wait: (!wait.is_zero()).then_some(wait),
+            coalesce: a.coalesce,
+            coalesced_exit_code: a.coalesced_exit_code,
+            keep_history: a.keep_history,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_rules() {
+        assert!(job_name("feeds.poll").is_ok());
+        assert!(job_name("digest.flush:2026-11-29T10").is_ok());
+        assert!(job_name("").is_err());
+        assert!(job_name(" lead").is_err());
+        assert!(job_name("trail ").is_err());
+        assert!(job_name("a\nb").is_err());
+        assert!(job_name(&"x".repeat(200)).is_ok());
+        assert!(job_name(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn bad_durations_show_an_example() {
+        let e = duration("--lease", "5 minutes please")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("like 90s, 5m or 1h 30m"), "{e}");
+        assert_eq!(
+            duration("--lease", "1h 30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+    }
+}

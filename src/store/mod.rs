@@ -1,0 +1,219 @@
+//! The Store trait: every transition of a lease, a queue row, a pause or a
+//! history entry, each one transaction.
+//!
+//! Two implementations keep the same contract: SQLite (one machine, the
+//! default) and PostgreSQL (a fleet). Ages and expiry are computed by the
+//! store on its own clock and returned as offsets, so callers never compare
+//! their wall clock with another host's.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, PassRecord, Pause, Proc, WaiterRow};
+use crate::liveness::StoreReach;
+
+pub mod postgres;
+mod sql;
+pub mod sqlite;
+
+/// Errors whose kind decides what the caller does next: a busy or dropped
+/// store is retried (the renewer tries again next tick), anything else is
+/// reported and ends the command.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store {0} is busy (locked past the busy timeout)")]
+    Busy(String),
+    #[error("store {0} is unreachable: {1}")]
+    Unreachable(String, String),
+    #[error("store {path} is corrupt or not a jobrun store: {detail}")]
+    Corrupt { path: String, detail: String },
+    #[error("store {path} was written by a newer jobrun (schema {found}; this jobrun knows up to {known}); refusing to touch it")]
+    NewerSchema {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("store {path} is on a network filesystem ({fs}); SQLite locking is not safe there: use a PostgreSQL store (JOBRUN_DB=postgres://...)")]
+    NetworkFs { path: String, fs: String },
+    #[error("store {0}: {1}")]
+    Other(String, String),
+}
+
+impl StoreError {
+    /// A failure worth retrying on a fresh connection.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Busy(_) | StoreError::Unreachable(..))
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Where the store lives, as the user named it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl StoreSpec {
+    pub fn parse(s: &str) -> StoreSpec {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            StoreSpec::Postgres(s.to_string())
+        } else {
+            StoreSpec::Sqlite(PathBuf::from(s))
+        }
+    }
+
+    /// Open a fresh connection. Every thread that writes (the pass, its
+    /// renewer) opens its own.
+    pub fn open(&self) -> Result<Box<dyn Store>> {
+        match self {
+            StoreSpec::Sqlite(p) => Ok(Box::new(sqlite::SqliteStore::open(p)?)),
+            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open(url)?)),
+        }
+    }
+
+    pub fn reach(&self) -> StoreReach {
+        match self {
+            StoreSpec::Sqlite(_) => StoreReach::OneMachine,
+            StoreSpec::Postgres(_) => StoreReach::Fleet,
+        }
+    }
+
+    /// Where holders keep their kernel lock files: beside a SQLite store.
+    /// A PostgreSQL store spans kernels, so the source does not apply.
+    pub fn lock_dir(&self) -> Option<PathBuf> {
+        match self {
+            StoreSpec::Sqlite(p) => Some(sibling(p, "holders")),
+            StoreSpec::Postgres(_) => None,
+        }
+    }
+
+    /// A file beside the store that a release touches so waiters on this
+    /// machine wake at once rather than at their next poll.
+    pub fn wake_path(&self) -> Option<PathBuf> {
+        match self {
+            StoreSpec::Sqlite(p) => Some(sibling(p, "wake")),
+            StoreSpec::Postgres(_) => std::env::var_os("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .or_else(|| Some(std::env::temp_dir()))
+                .map(|d| d.join("jobrun-postgres.wake")),
+        }
+    }
+
+    /// How the store is named in messages (a PostgreSQL URL without its
+    /// password).
+    pub fn display(&self) -> String {
+        match self {
+            StoreSpec::Sqlite(p) => p.display().to_string(),
+            StoreSpec::Postgres(url) => postgres::redact(url),
+        }
+    }
+}
+
+fn sibling(p: &Path, suffix: &str) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(".");
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// What a pass asks for when it takes a slot.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    pub job: String,
+    pub pass_id: String,
+    pub holder: Holder,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub slots: u32,
+    pub lease: Duration,
+    pub max_hold: Duration,
+}
+
+/// The result of trying to take a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    Acquired(LeaseKey),
+    /// Every slot the job allows is held.
+    Full,
+    Paused(PauseInfo),
+    /// (Queue only) waiters ahead of this one come first; the position is
+    /// 1-based.
+    Behind(u32),
+    /// (Queue only) the waiter's row is gone: it was judged a ghost and
+    /// removed, or cleared by an operator.
+    Gone,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseInfo {
+    pub reason: Option<String>,
+    pub since_ms: i64,
+    pub all: bool,
+}
+
+/// A job the store knows, with what status shows about it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JobRow {
+    pub name: String,
+    pub last_outcome: Option<String>,
+    pub last_duration_ms: Option<i64>,
+    pub last_ended_ms_ago: Option<i64>,
+}
+
+/// The result of queueing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueue {
+    Queued(i64),
+    /// An identical pass is already queued: its pass id.
+    Coalesced(String),
+}
+
+/// The operations every store provides. One method is one transaction.
+pub trait Store: Send {
+    /// Take the lowest free slot of `req.job`, unless the job is paused or
+    /// full. `evict` names leases the caller judged forfeit; each is removed
+    /// first if its token (and condition) still holds. Counting, evicting and
+    /// taking happen in one transaction, and the fencing token is drawn from
+    /// a per-job counter that never goes back.
+    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire>;
+    /// Extend the lease by `lease` from now: false if the row is no longer
+    /// ours (compare-and-set on the token).
+    fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool>;
+    /// Record the child process once it has been spawned.
+    fn record_child(&mut self, key: &LeaseKey, child: Proc) -> Result<bool>;
+    /// Give the slot back: false if the row is no longer ours.
+    fn release(&mut self, key: &LeaseKey) -> Result<bool>;
+    /// Remove a lease taken away by someone else (clear-locks, takeover),
+    /// if its condition still holds.
+    fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool>;
+    /// Every lease of the named jobs (all jobs when empty).
+    fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>>;
+    /// Every job the store knows (all when `jobs` is empty).
+    fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>>;
+    /// Record a pass and prune the job's history to its last `keep` passes.
+    fn record_pass(&mut self, pass: &PassRecord, keep: u32) -> Result<()>;
+    /// The latest passes, newest first.
+    fn history(&mut self, job: Option<&str>, limit: u32) -> Result<Vec<PassRecord>>;
+
+    /// Pause one job, or all (`job == None`), including jobs first seen
+    /// while the pause stands.
+    fn pause(&mut self, job: Option<&str>, reason: Option<&str>) -> Result<()>;
+    /// Lift a pause: returns whether one stood.
+    fn resume(&mut self, job: Option<&str>) -> Result<bool>;
+    fn pauses(&mut self) -> Result<Vec<Pause>>;
+
+    /// Join the job's queue, or coalesce into an identical queued pass when
+    /// `coalesce` is set.
+    fn enqueue(&mut self, req: &AcquireRequest, coalesce: bool) -> Result<Enqueue>;
+    /// Promote waiter `id` if it is within the first free slots' worth of
+    /// waiters, in arrival order, and the job is not paused. The waiter row
+    /// becomes a lease in the same transaction.
+    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire>;
+    fn renew_waiter(&mut self, id: i64, lease: Duration) -> Result<bool>;
+    /// Remove a waiter: its own departure, or a ghost's removal when
+    /// `only_if_lapsed` holds.
+    fn remove_waiter(&mut self, id: i64, only_if_lapsed: bool) -> Result<bool>;
+    fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>>;
+}

@@ -1,0 +1,378 @@
+//! The fleet store: PostgreSQL, for passes that run on several machines.
+//!
+//! The same transitions as SQLite (they are written once, in `sql.rs`); what
+//! differs is here: expiry is judged on the server's clock so hosts with
+//! skewed clocks agree, a job's transitions serialise on its `jobs` row
+//! (`SELECT ... FOR UPDATE`), and a dead server cannot hang a caller: every
+//! connection has a connect timeout and a statement timeout.
+
+use std::collections::HashMap;
+use std::error::Error as _;
+use std::time::Duration;
+
+use postgres::types::{IsNull, ToSql, Type};
+use postgres::{Client, Config, NoTls, Statement};
+
+use super::sql::{Backend, Conn, SqlStore, Value};
+use super::{Result, StoreError};
+
+/// A dead or unreachable server must fail a tick well inside one lease
+/// window (the shortest lease is 3 s, the renew interval 1 s).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+const SCHEMA_VERSION: i64 = 1;
+const SCHEMA: &str = r#"
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    next_token BIGINT NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+CREATE TABLE leases (
+    job TEXT NOT NULL,
+    slot BIGINT NOT NULL,
+    token BIGINT NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    boot_id TEXT NOT NULL,
+    pid_ns TEXT NOT NULL,
+    wrapper_pid BIGINT NOT NULL,
+    wrapper_start BIGINT NOT NULL,
+    child_pid BIGINT,
+    child_start BIGINT,
+    lock_path TEXT,
+    argv TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    slots BIGINT NOT NULL,
+    lease_ms BIGINT NOT NULL,
+    max_hold_ms BIGINT NOT NULL,
+    acquired_ms BIGINT NOT NULL,
+    renewed_ms BIGINT NOT NULL,
+    expires_ms BIGINT NOT NULL,
+    PRIMARY KEY (job, slot)
+);
+CREATE TABLE waiters (
+    id BIGSERIAL PRIMARY KEY,
+    job TEXT NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    boot_id TEXT NOT NULL,
+    pid_ns TEXT NOT NULL,
+    wrapper_pid BIGINT NOT NULL,
+    wrapper_start BIGINT NOT NULL,
+    child_pid BIGINT,
+    child_start BIGINT,
+    lock_path TEXT,
+    argv TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    slots BIGINT NOT NULL,
+    lease_ms BIGINT NOT NULL,
+    arrived_ms BIGINT NOT NULL,
+    renewed_ms BIGINT NOT NULL,
+    expires_ms BIGINT NOT NULL
+);
+CREATE INDEX waiters_by_job ON waiters (job, id);
+CREATE TABLE pauses (
+    job TEXT PRIMARY KEY,
+    reason TEXT,
+    since_ms BIGINT NOT NULL
+);
+CREATE TABLE history (
+    id BIGSERIAL PRIMARY KEY,
+    job TEXT NOT NULL,
+    pass_id TEXT NOT NULL,
+    token BIGINT,
+    slot BIGINT,
+    host TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    ended_ms BIGINT NOT NULL,
+    duration_ms BIGINT NOT NULL,
+    exit_code BIGINT,
+    signal BIGINT,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX history_by_job ON history (job, id);
+"#;
+
+/// The URL as messages show it: without its password.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+pub struct PgBackend {
+    client: Client,
+    shown: String,
+    statements: HashMap<String, Statement>,
+}
+
+pub type PgStore = SqlStore<PgBackend>;
+
+impl PgStore {
+    pub fn open(url: &str) -> Result<PgStore> {
+        let shown = redact(url);
+        let mut config: Config = url
+            .parse()
+            .map_err(|e| StoreError::Other(shown.clone(), format!("bad connection string: {e}")))?;
+        if config.get_ssl_mode() == postgres::config::SslMode::Require {
+            return Err(StoreError::Other(
+                shown,
+                "sslmode=require is not supported by this build (no TLS); use sslmode=disable \
+                 or sslmode=prefer"
+                    .into(),
+            ));
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(5));
+        config.application_name("jobrun");
+        config.options(&format!(
+            "-c statement_timeout={} -c lock_timeout={}",
+            STATEMENT_TIMEOUT.as_millis(),
+            STATEMENT_TIMEOUT.as_millis()
+        ));
+        let client = config.connect(NoTls).map_err(|e| map_err(&shown, e))?;
+        let mut backend = PgBackend {
+            client,
+            shown,
+            statements: HashMap::new(),
+        };
+        backend.migrate()?;
+        Ok(SqlStore { backend })
+    }
+}
+
+impl PgBackend {
+    fn migrate(&mut self) -> Result<()> {
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| map_err(&shown, e))?;
+        // Two first users racing to create the schema take turns.
+        tx.execute("SELECT pg_advisory_xact_lock(4242424242)", &[])
+            .map_err(|e| map_err(&shown, e))?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS jobrun_schema (version BIGINT NOT NULL)")
+            .map_err(|e| map_err(&shown, e))?;
+        let found: Option<i64> = tx
+            .query_opt("SELECT max(version) FROM jobrun_schema", &[])
+            .map_err(|e| map_err(&shown, e))?
+            .and_then(|r| r.get(0));
+        let found = found.unwrap_or(0);
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: shown,
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if found < 1 {
+            tx.batch_execute(SCHEMA).map_err(|e| map_err(&shown, e))?;
+            tx.execute("INSERT INTO jobrun_schema (version) VALUES (1)", &[])
+                .map_err(|e| map_err(&shown, e))?;
+        }
+        tx.commit().map_err(|e| map_err(&shown, e))
+    }
+
+    fn run<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        let shown = self.shown.clone();
+        let mut tx = self.client.transaction().map_err(|e| map_err(&shown, e))?;
+        let mut conn = PgTx {
+            tx: &mut tx,
+            shown: &shown,
+            statements: &mut self.statements,
+        };
+        let out = f(&mut conn)?;
+        tx.commit().map_err(|e| map_err(&shown, e))?;
+        Ok(out)
+    }
+}
+
+impl Backend for PgBackend {
+    fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        self.run(f)
+    }
+
+    fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        self.run(f)
+    }
+}
+
+struct PgTx<'a, 'b> {
+    tx: &'a mut postgres::Transaction<'b>,
+    shown: &'a str,
+    statements: &'a mut HashMap<String, Statement>,
+}
+
+/// A NULL of whatever type the statement expects.
+#[derive(Debug)]
+struct Null;
+
+impl ToSql for Null {
+    fn to_sql(
+        &self,
+        _: &Type,
+        _: &mut postgres::types::private::BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(IsNull::Yes)
+    }
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+    postgres::types::to_sql_checked!();
+}
+
+enum Param {
+    Null(Null),
+    I64(i64),
+    I32(i32),
+    Text(String),
+}
+
+impl Param {
+    fn as_sql(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Param::Null(n) => n,
+            Param::I64(i) => i,
+            Param::I32(i) => i,
+            Param::Text(s) => s,
+        }
+    }
+}
+
+impl PgTx<'_, '_> {
+    fn prepare(&mut self, sql: &str, params: &[Value]) -> Result<(Statement, Vec<Param>)> {
+        let stmt = match self.statements.get(sql) {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.tx.prepare(sql).map_err(|e| map_err(self.shown, e))?;
+                self.statements.insert(sql.to_string(), s.clone());
+                s
+            }
+        };
+        let args = stmt
+            .params()
+            .iter()
+            .zip(params)
+            .map(|(ty, v)| match (v, ty) {
+                (Value::Null, _) => Param::Null(Null),
+                (Value::Int(i), t) if *t == Type::INT4 => Param::I32(*i as i32),
+                (Value::Int(i), t) if *t == Type::TEXT || *t == Type::VARCHAR => {
+                    Param::Text(i.to_string())
+                }
+                (Value::Int(i), _) => Param::I64(*i),
+                (Value::Text(s), _) => Param::Text(s.clone()),
+            })
+            .collect();
+        Ok((stmt, args))
+    }
+}
+
+impl Conn for PgTx<'_, '_> {
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
+        let (stmt, args) = self.prepare(sql, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(Param::as_sql).collect();
+        self.tx
+            .execute(&stmt, &refs)
+            .map_err(|e| map_err(self.shown, e))
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
+        let (stmt, args) = self.prepare(sql, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(Param::as_sql).collect();
+        let rows = self
+            .tx
+            .query(&stmt, &refs)
+            .map_err(|e| map_err(self.shown, e))?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                row.columns()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, col)| {
+                        let t = col.type_();
+                        if *t == Type::INT8 {
+                            row.get::<_, Option<i64>>(i).map_or(Value::Null, Value::Int)
+                        } else if *t == Type::INT4 {
+                            row.get::<_, Option<i32>>(i)
+                                .map_or(Value::Null, |x| Value::Int(x as i64))
+                        } else {
+                            row.get::<_, Option<String>>(i)
+                                .map_or(Value::Null, Value::Text)
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    fn now_ms(&mut self) -> Result<i64> {
+        let rows = self.query(
+            "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint",
+            &[],
+        )?;
+        Ok(rows.first().and_then(|r| r.first()).map_or(0, |v| match v {
+            Value::Int(i) => *i,
+            _ => 0,
+        }))
+    }
+
+    fn lock_job(&mut self, job: &str) -> Result<()> {
+        self.query(
+            "SELECT 1::bigint FROM jobs WHERE name = $1 FOR UPDATE",
+            &[job.into()],
+        )?;
+        Ok(())
+    }
+}
+
+/// A dropped connection or a shut-down server is `Unreachable` (the renewer
+/// reconnects next tick); a timeout or lock wait is `Busy`; anything else is
+/// reported as it is.
+fn map_err(shown: &str, e: postgres::Error) -> StoreError {
+    let detail = match e.source() {
+        Some(src) => format!("{e}: {src}"),
+        None => e.to_string(),
+    };
+    if e.is_closed() {
+        return StoreError::Unreachable(shown.into(), detail);
+    }
+    if let Some(code) = e.code() {
+        let c = code.code();
+        if c.starts_with("08") || c.starts_with("57P") {
+            return StoreError::Unreachable(shown.into(), detail);
+        }
+        if c == "57014" || c == "55P03" || c == "40001" || c == "40P01" {
+            return StoreError::Busy(shown.into());
+        }
+        return StoreError::Other(shown.into(), detail);
+    }
+    // No SQLSTATE: an I/O failure, a timeout, a refused connection.
+    StoreError::Unreachable(shown.into(), detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact("postgres://jobrun:s3cret@db1/jobs"),
+            "postgres://jobrun:***@db1/jobs"
+        );
+        assert_eq!(
+            redact("postgres://jobrun@db1/jobs"),
+            "postgres://jobrun@db1/jobs"
+        );
+    }
+}

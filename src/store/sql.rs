@@ -1,0 +1,662 @@
+//! The store's transitions written once, over a small SQL backend trait that
+//! SQLite and PostgreSQL both implement.
+//!
+//! Every public operation is one transaction. Transitions on a job first
+//! lock that job (PostgreSQL: its `jobs` row; SQLite: the immediate
+//! transaction already holds the database's write lock), so counting slots,
+//! evicting, promoting and taking a token can never interleave with another
+//! process doing the same. The clock is the store's: `now_ms` is read inside
+//! the transaction from the backend.
+
+use std::time::Duration;
+
+use super::{Acquire, AcquireRequest, Enqueue, JobRow, PauseInfo, Result, Store};
+use crate::lease::{
+    EvictIf, Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, Proc, WaiterRow,
+};
+
+/// A value crossing the SQL boundary. Both schemas use only 64-bit integers
+/// and text, so two variants (and NULL) cover everything.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+impl Value {
+    fn int(&self) -> i64 {
+        match self {
+            Value::Int(i) => *i,
+            _ => 0,
+        }
+    }
+    fn opt_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+    fn text(&self) -> String {
+        match self {
+            Value::Text(s) => s.clone(),
+            _ => String::new(),
+        }
+    }
+    fn opt_text(&self) -> Option<String> {
+        match self {
+            Value::Text(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::Text(s.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::Text(s)
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Value {
+        Value::Int(i)
+    }
+}
+impl From<u32> for Value {
+    fn from(i: u32) -> Value {
+        Value::Int(i as i64)
+    }
+}
+impl From<i32> for Value {
+    fn from(i: i32) -> Value {
+        Value::Int(i as i64)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(o: Option<T>) -> Value {
+        o.map(Into::into).unwrap_or(Value::Null)
+    }
+}
+
+/// One open transaction. Placeholders are `$1`, `$2`, ... in both dialects.
+pub trait Conn {
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64>;
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>>;
+    /// The store's clock, in Unix milliseconds.
+    fn now_ms(&mut self) -> Result<i64>;
+    /// Serialise transitions of `job` against every other process.
+    fn lock_job(&mut self, job: &str) -> Result<()>;
+}
+
+/// A connection that can run a closure inside one transaction.
+pub trait Backend: Send {
+    /// A write transaction (SQLite: BEGIN IMMEDIATE).
+    fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T>;
+    /// A read-only transaction.
+    fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T>;
+}
+
+pub struct SqlStore<B: Backend> {
+    pub backend: B,
+}
+
+const HOLDER_COLS: &str =
+    "host, boot_id, pid_ns, wrapper_pid, wrapper_start, child_pid, child_start, lock_path";
+const LEASE_COLS: &str = "job, slot, token, pass_id, host, boot_id, pid_ns, wrapper_pid, \
+     wrapper_start, child_pid, child_start, lock_path, argv, cwd, slots, lease_ms, max_hold_ms, \
+     acquired_ms, renewed_ms, expires_ms";
+const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_pid, \
+     wrapper_start, child_pid, child_start, lock_path, argv, cwd, slots, lease_ms, 0, \
+     arrived_ms, renewed_ms, expires_ms";
+
+fn holder_values(h: &Holder) -> Vec<Value> {
+    vec![
+        h.host.as_str().into(),
+        h.boot_id.as_str().into(),
+        h.pid_ns.as_str().into(),
+        h.wrapper.pid.into(),
+        Value::Int(h.wrapper.start as i64),
+        h.child.map(|c| c.pid).into(),
+        h.child.map(|c| c.start as i64).into(),
+        h.lock_path.clone().into(),
+    ]
+}
+
+fn holder_at(r: &[Value], i: usize) -> Holder {
+    let child = match (r[i + 5].opt_int(), r[i + 6].opt_int()) {
+        (Some(pid), Some(start)) => Some(Proc {
+            pid: pid as i32,
+            start: start as u64,
+        }),
+        _ => None,
+    };
+    Holder {
+        host: r[i].text(),
+        boot_id: r[i + 1].text(),
+        pid_ns: r[i + 2].text(),
+        wrapper: Proc {
+            pid: r[i + 3].int() as i32,
+            start: r[i + 4].int() as u64,
+        },
+        child,
+        lock_path: r[i + 7].opt_text(),
+    }
+}
+
+fn argv_json(argv: &[String]) -> String {
+    serde_json::to_string(argv).unwrap_or_else(|_| "[]".into())
+}
+
+fn argv_of(v: &Value) -> Vec<String> {
+    serde_json::from_str(&v.text()).unwrap_or_default()
+}
+
+fn lease_row(r: &[Value], now: i64) -> LeaseRow {
+    let acquired = r[17].int();
+    LeaseRow {
+        job: r[0].text(),
+        slot: r[1].int() as u32,
+        token: r[2].int(),
+        pass_id: r[3].text(),
+        holder: holder_at(r, 4),
+        argv: argv_of(&r[12]),
+        cwd: r[13].text(),
+        slots: r[14].int() as u32,
+        lease_ms: r[15].int(),
+        max_hold_ms: r[16].int(),
+        acquired_at_ms: acquired,
+        held_ms: now - acquired,
+        renewed_ago_ms: now - r[18].int(),
+        expires_in_ms: r[19].int() - now,
+    }
+}
+
+fn waiter_row(r: &[Value], now: i64) -> WaiterRow {
+    let arrived = r[16].int();
+    WaiterRow {
+        id: r[0].int(),
+        job: r[1].text(),
+        pass_id: r[2].text(),
+        holder: holder_at(r, 3),
+        argv: argv_of(&r[11]),
+        cwd: r[12].text(),
+        slots: r[13].int() as u32,
+        arrived_at_ms: arrived,
+        waited_ms: now - arrived,
+        expires_in_ms: r[18].int() - now,
+    }
+}
+
+/// `WHERE` fragment selecting the named jobs, or all of them.
+fn job_filter(col: &str, jobs: &[String], first: usize) -> (String, Vec<Value>) {
+    if jobs.is_empty() {
+        return ("1=1".into(), vec![]);
+    }
+    let marks: Vec<String> = (0..jobs.len()).map(|i| format!("${}", first + i)).collect();
+    (
+        format!("{col} IN ({})", marks.join(", ")),
+        jobs.iter().map(|j| j.as_str().into()).collect(),
+    )
+}
+
+fn ensure_job(c: &mut dyn Conn, job: &str, now: i64) -> Result<()> {
+    c.exec(
+        "INSERT INTO jobs (name, next_token, created_ms) VALUES ($1, 1, $2) \
+         ON CONFLICT (name) DO NOTHING",
+        &[job.into(), now.into()],
+    )?;
+    c.lock_job(job)
+}
+
+fn pause_of(c: &mut dyn Conn, job: &str) -> Result<Option<PauseInfo>> {
+    let rows = c.query(
+        "SELECT job, reason, since_ms FROM pauses WHERE job = $1 OR job = '*' \
+         ORDER BY since_ms LIMIT 1",
+        &[job.into()],
+    )?;
+    Ok(rows.first().map(|r| PauseInfo {
+        all: r[0].text() == "*",
+        reason: r[1].opt_text(),
+        since_ms: r[2].int(),
+    }))
+}
+
+fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, now: i64) -> Result<bool> {
+    let cond = match ev.condition {
+        EvictIf::TokenMatches => "",
+        EvictIf::Lapsed => " AND expires_ms <= $4",
+        EvictIf::Forfeited => " AND acquired_ms + max_hold_ms <= $4",
+    };
+    let mut params: Vec<Value> = vec![job.into(), ev.slot.into(), ev.token.into()];
+    if ev.condition != EvictIf::TokenMatches {
+        params.push(now.into());
+    }
+    let n = c.exec(
+        &format!("DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3{cond}"),
+        &params,
+    )?;
+    Ok(n > 0)
+}
+
+/// The slot accounting for a job, read inside the transaction.
+struct Occupancy {
+    held: Vec<u32>,
+    /// The smallest `--slots` among live holders, waiters and the asker.
+    limit: u32,
+    /// Waiter ids in arrival order.
+    queue: Vec<i64>,
+}
+
+impl Occupancy {
+    fn read(c: &mut dyn Conn, job: &str, asked: u32) -> Result<Occupancy> {
+        let leases = c.query(
+            "SELECT slot, slots FROM leases WHERE job = $1 ORDER BY slot",
+            &[job.into()],
+        )?;
+        let waiters = c.query(
+            "SELECT id, slots FROM waiters WHERE job = $1 ORDER BY id",
+            &[job.into()],
+        )?;
+        let limit = leases
+            .iter()
+            .chain(waiters.iter())
+            .map(|r| r[1].int() as u32)
+            .chain(std::iter::once(asked))
+            .min()
+            .unwrap_or(asked)
+            .max(1);
+        Ok(Occupancy {
+            held: leases.iter().map(|r| r[0].int() as u32).collect(),
+            limit,
+            queue: waiters.iter().map(|r| r[0].int()).collect(),
+        })
+    }
+
+    fn free(&self) -> usize {
+        (self.limit as usize).saturating_sub(self.held.len())
+    }
+
+    fn lowest_free_slot(&self) -> u32 {
+        (0..).find(|s| !self.held.contains(s)).unwrap_or(0)
+    }
+}
+
+fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, now: i64) -> Result<LeaseKey> {
+    let rows = c.query(
+        "UPDATE jobs SET next_token = next_token + 1 WHERE name = $1 RETURNING next_token - 1",
+        &[req.job.as_str().into()],
+    )?;
+    let token = rows.first().map(|r| r[0].int()).unwrap_or(0);
+    let lease_ms = req.lease.as_millis() as i64;
+    let mut params: Vec<Value> = vec![
+        req.job.as_str().into(),
+        slot.into(),
+        token.into(),
+        req.pass_id.as_str().into(),
+    ];
+    params.extend(holder_values(&req.holder));
+    params.extend([
+        argv_json(&req.argv).into(),
+        req.cwd.as_str().into(),
+        req.slots.into(),
+        lease_ms.into(),
+        (req.max_hold.as_millis().min(i64::MAX as u128) as i64).into(),
+        now.into(),
+        now.into(),
+        (now + lease_ms).into(),
+    ]);
+    let marks: Vec<String> = (1..=params.len()).map(|i| format!("${i}")).collect();
+    c.exec(
+        &format!(
+            "INSERT INTO leases ({LEASE_COLS}) VALUES ({})",
+            marks.join(", ")
+        ),
+        &params,
+    )?;
+    Ok(LeaseKey {
+        job: req.job.clone(),
+        slot,
+        token,
+    })
+}
+
+impl<B: Backend> Store for SqlStore<B> {
+    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            ensure_job(c, &req.job, now)?;
+            for ev in evict {
+                evict_in(c, &req.job, ev, now)?;
+            }
+            if let Some(p) = pause_of(c, &req.job)? {
+                return Ok(Acquire::Paused(p));
+            }
+            let occ = Occupancy::read(c, &req.job, req.slots)?;
+            // A pass that does not wait never jumps the queue.
+            if occ.free() <= occ.queue.len() {
+                return Ok(Acquire::Full);
+            }
+            Ok(Acquire::Acquired(take_slot(
+                c,
+                req,
+                occ.lowest_free_slot(),
+                now,
+            )?))
+        })
+    }
+
+    fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            let n = c.exec(
+                "UPDATE leases SET renewed_ms = $4, expires_ms = $5 \
+                 WHERE job = $1 AND slot = $2 AND token = $3",
+                &[
+                    key.job.as_str().into(),
+                    key.slot.into(),
+                    key.token.into(),
+                    now.into(),
+                    (now + lease.as_millis() as i64).into(),
+                ],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    fn record_child(&mut self, key: &LeaseKey, child: Proc) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let n = c.exec(
+                "UPDATE leases SET child_pid = $4, child_start = $5 \
+                 WHERE job = $1 AND slot = $2 AND token = $3",
+                &[
+                    key.job.as_str().into(),
+                    key.slot.into(),
+                    key.token.into(),
+                    child.pid.into(),
+                    Value::Int(child.start as i64),
+                ],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    fn release(&mut self, key: &LeaseKey) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let n = c.exec(
+                "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
+                &[key.job.as_str().into(), key.slot.into(), key.token.into()],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            c.lock_job(job)?;
+            evict_in(c, job, ev, now)
+        })
+    }
+
+    fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>> {
+        self.backend.read(&mut |c| {
+            let now = c.now_ms()?;
+            let (filter, params) = job_filter("job", jobs, 1);
+            let rows = c.query(
+                &format!("SELECT {LEASE_COLS} FROM leases WHERE {filter} ORDER BY job, slot"),
+                &params,
+            )?;
+            Ok(rows.iter().map(|r| lease_row(r, now)).collect())
+        })
+    }
+
+    fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>> {
+        self.backend.read(&mut |c| {
+            let now = c.now_ms()?;
+            let (filter, params) = job_filter("j.name", jobs, 1);
+            let rows = c.query(
+                &format!(
+                    "SELECT j.name, h.outcome, h.duration_ms, h.ended_ms FROM jobs j \
+                     LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
+                       WHERE job = j.name AND outcome NOT IN ('skipped', 'coalesced', 'timed-out')) \
+                     WHERE {filter} ORDER BY j.name"
+                ),
+                &params,
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| JobRow {
+                    name: r[0].text(),
+                    last_outcome: r[1].opt_text(),
+                    last_duration_ms: r[2].opt_int(),
+                    last_ended_ms_ago: r[3].opt_int().map(|e| now - e),
+                })
+                .collect())
+        })
+    }
+
+    fn record_pass(&mut self, p: &PassRecord, keep: u32) -> Result<()> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            ensure_job(c, &p.job, now)?;
+            c.exec(
+                "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+                 duration_ms, exit_code, signal, outcome) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &[
+                    p.job.as_str().into(),
+                    p.pass_id.as_str().into(),
+                    p.token.into(),
+                    p.slot.into(),
+                    p.host.as_str().into(),
+                    p.pid.into(),
+                    p.started_at_ms.into(),
+                    p.ended_at_ms.into(),
+                    p.duration_ms.into(),
+                    p.exit_code.into(),
+                    p.signal.into(),
+                    p.outcome.as_str().into(),
+                ],
+            )?;
+            c.exec(
+                "DELETE FROM history WHERE job = $1 AND id <= \
+                 (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+                &[p.job.as_str().into(), keep.into()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn history(&mut self, job: Option<&str>, limit: u32) -> Result<Vec<PassRecord>> {
+        self.backend.read(&mut |c| {
+            let (filter, mut params) = match job {
+                Some(j) => ("job = $2", vec![Value::from(j)]),
+                None => ("1=1", vec![]),
+            };
+            params.insert(0, limit.into());
+            let rows = c.query(
+                &format!(
+                    "SELECT job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+                     duration_ms, exit_code, signal, outcome FROM history WHERE {filter} \
+                     ORDER BY id DESC LIMIT $1"
+                ),
+                &params,
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| PassRecord {
+                    job: r[0].text(),
+                    pass_id: r[1].text(),
+                    token: r[2].opt_int(),
+                    slot: r[3].opt_int().map(|s| s as u32),
+                    host: r[4].text(),
+                    pid: r[5].int() as i32,
+                    started_at_ms: r[6].int(),
+                    ended_at_ms: r[7].int(),
+                    duration_ms: r[8].int(),
+                    exit_code: r[9].opt_int().map(|x| x as i32),
+                    signal: r[10].opt_int().map(|x| x as i32),
+                    outcome: Outcome::parse(&r[11].text()).unwrap_or(Outcome::Failed),
+                })
+                .collect())
+        })
+    }
+
+    fn pause(&mut self, job: Option<&str>, reason: Option<&str>) -> Result<()> {
+        let key = job.unwrap_or("*");
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            if job.is_some() {
+                ensure_job(c, key, now)?;
+            }
+            c.exec(
+                "INSERT INTO pauses (job, reason, since_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (job) DO UPDATE SET reason = excluded.reason",
+                &[key.into(), reason.into(), now.into()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn resume(&mut self, job: Option<&str>) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let n = match job {
+                Some(j) => c.exec("DELETE FROM pauses WHERE job = $1", &[j.into()])?,
+                None => c.exec("DELETE FROM pauses", &[])?,
+            };
+            Ok(n > 0)
+        })
+    }
+
+    fn pauses(&mut self) -> Result<Vec<Pause>> {
+        self.backend.read(&mut |c| {
+            let rows = c.query("SELECT job, reason, since_ms FROM pauses ORDER BY job", &[])?;
+            Ok(rows
+                .iter()
+                .map(|r| Pause {
+                    job: r[0].text(),
+                    reason: r[1].opt_text(),
+                    since_ms: r[2].int(),
+                })
+                .collect())
+        })
+    }
+
+    fn enqueue(&mut self, req: &AcquireRequest, coalesce: bool) -> Result<Enqueue> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            ensure_job(c, &req.job, now)?;
+            let argv = argv_json(&req.argv);
+            if coalesce {
+                let rows = c.query(
+                    "SELECT pass_id FROM waiters WHERE job = $1 AND argv = $2 AND cwd = $3 \
+                     ORDER BY id LIMIT 1",
+                    &[
+                        req.job.as_str().into(),
+                        argv.as_str().into(),
+                        req.cwd.as_str().into(),
+                    ],
+                )?;
+                if let Some(r) = rows.first() {
+                    return Ok(Enqueue::Coalesced(r[0].text()));
+                }
+            }
+            let lease_ms = req.lease.as_millis() as i64;
+            let mut params: Vec<Value> = vec![req.job.as_str().into(), req.pass_id.as_str().into()];
+            params.extend(holder_values(&req.holder));
+            params.extend([
+                argv.into(),
+                req.cwd.as_str().into(),
+                req.slots.into(),
+                lease_ms.into(),
+                now.into(),
+                now.into(),
+                (now + lease_ms).into(),
+            ]);
+            let rows = c.query(
+                &format!(
+                    "INSERT INTO waiters (job, pass_id, {HOLDER_COLS}, argv, cwd, slots, \
+                     lease_ms, arrived_ms, renewed_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, \
+                     $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id"
+                ),
+                &params,
+            )?;
+            Ok(Enqueue::Queued(
+                rows.first().map(|r| r[0].int()).unwrap_or(0),
+            ))
+        })
+    }
+
+    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            ensure_job(c, &req.job, now)?;
+            for ev in evict {
+                evict_in(c, &req.job, ev, now)?;
+            }
+            let occ = Occupancy::read(c, &req.job, req.slots)?;
+            let Some(rank) = occ.queue.iter().position(|w| *w == id) else {
+                return Ok(Acquire::Gone);
+            };
+            if let Some(p) = pause_of(c, &req.job)? {
+                return Ok(Acquire::Paused(p));
+            }
+            if rank >= occ.free() {
+                return Ok(Acquire::Behind(rank as u32 + 1));
+            }
+            c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
+            Ok(Acquire::Acquired(take_slot(
+                c,
+                req,
+                occ.lowest_free_slot(),
+                now,
+            )?))
+        })
+    }
+
+    fn renew_waiter(&mut self, id: i64, lease: Duration) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            let n = c.exec(
+                "UPDATE waiters SET renewed_ms = $2, expires_ms = $3 WHERE id = $1",
+                &[
+                    id.into(),
+                    now.into(),
+                    (now + lease.as_millis() as i64).into(),
+                ],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    fn remove_waiter(&mut self, id: i64, only_if_lapsed: bool) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let now = c.now_ms()?;
+            let n = if only_if_lapsed {
+                c.exec(
+                    "DELETE FROM waiters WHERE id = $1 AND expires_ms <= $2",
+                    &[id.into(), now.into()],
+                )?
+            } else {
+                c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?
+            };
+            Ok(n > 0)
+        })
+    }
+
+    fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>> {
+        self.backend.read(&mut |c| {
+            let now = c.now_ms()?;
+            let (filter, params) = job_filter("job", jobs, 1);
+            let rows = c.query(
+                &format!("SELECT {WAITER_COLS} FROM waiters WHERE {filter} ORDER BY job, id"),
+                &params,
+            )?;
+            Ok(rows.iter().map(|r| waiter_row(r, now)).collect())
+        })
+    }
+}

@@ -1,0 +1,379 @@
+//! The embedded default store: one SQLite file on one machine.
+//!
+//! WAL mode, a busy timeout, and `BEGIN IMMEDIATE` for every write, so two
+//! processes never both believe they took the same slot. The file is created
+//! 0600 in a directory created for it; it is never deleted, truncated or
+//! rewritten because something went wrong: a corrupt file, a file from a
+//! newer jobrun, or a file on a network filesystem is an error naming it.
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{types::ValueRef, Connection, ErrorCode, OpenFlags, TransactionBehavior};
+
+use super::sql::{Backend, Conn, SqlStore, Value};
+use super::{Result, StoreError};
+
+/// How long a write waits for another process's transaction.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The schema, one entry per version; each entry migrates from the one
+/// before. `PRAGMA user_version` records how far a store has come.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    next_token INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE leases (
+    job TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    token INTEGER NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    boot_id TEXT NOT NULL,
+    pid_ns TEXT NOT NULL,
+    wrapper_pid INTEGER NOT NULL,
+    wrapper_start INTEGER NOT NULL,
+    child_pid INTEGER,
+    child_start INTEGER,
+    lock_path TEXT,
+    argv TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    slots INTEGER NOT NULL,
+    lease_ms INTEGER NOT NULL,
+    max_hold_ms INTEGER NOT NULL,
+    acquired_ms INTEGER NOT NULL,
+    renewed_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (job, slot)
+);
+CREATE TABLE waiters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    boot_id TEXT NOT NULL,
+    pid_ns TEXT NOT NULL,
+    wrapper_pid INTEGER NOT NULL,
+    wrapper_start INTEGER NOT NULL,
+    child_pid INTEGER,
+    child_start INTEGER,
+    lock_path TEXT,
+    argv TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    slots INTEGER NOT NULL,
+    lease_ms INTEGER NOT NULL,
+    arrived_ms INTEGER NOT NULL,
+    renewed_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX waiters_by_job ON waiters (job, id);
+CREATE TABLE pauses (
+    job TEXT PRIMARY KEY,
+    reason TEXT,
+    since_ms INTEGER NOT NULL
+);
+CREATE TABLE history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL,
+    pass_id TEXT NOT NULL,
+    token INTEGER,
+    slot INTEGER,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_ms INTEGER NOT NULL,
+    ended_ms INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    exit_code INTEGER,
+    signal INTEGER,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX history_by_job ON history (job, id);
+"#];
+
+/// Filesystems whose locking SQLite cannot trust, by `statfs` magic.
+pub fn network_fs_name(magic: i64) -> Option<&'static str> {
+    Some(match magic {
+        0x6969 => "nfs",
+        0x517b => "smb",
+        0xff53_4d42 => "cifs",
+        0xfe53_4d42 => "smb2",
+        0x00c3_6400 => "ceph",
+        0x5346_414f => "afs",
+        0x0102_1997 => "9p",
+        0x6573_5546 => "fuse",
+        _ => return None,
+    })
+}
+
+/// Milliseconds to add to the local clock: a seam for tests that need a
+/// host whose clock is skewed (`JOBRUN_CLOCK_SKEW=1h` or `-1h`).
+pub fn local_clock_skew_ms() -> i64 {
+    let Ok(s) = std::env::var("JOBRUN_CLOCK_SKEW") else {
+        return 0;
+    };
+    let (sign, body) = match s.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, s.as_str()),
+    };
+    humantime::parse_duration(body)
+        .map(|d| sign * d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn local_now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+        + local_clock_skew_ms()
+}
+
+pub struct SqliteBackend {
+    conn: Connection,
+    path: String,
+}
+
+pub type SqliteStore = SqlStore<SqliteBackend>;
+
+impl SqliteStore {
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        let shown = path.display().to_string();
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(shown.clone(), e.to_string());
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.exists() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| other(&format!("cannot create directory {}: {e}", dir.display())))?;
+        }
+        let st = nix::sys::statfs::statfs(&dir)
+            .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
+        #[allow(clippy::unnecessary_cast)]
+        if let Some(fs) = network_fs_name(st.filesystem_type().0 as i64) {
+            return Err(StoreError::NetworkFs {
+                path: shown,
+                fs: fs.into(),
+            });
+        }
+        if !path.exists() {
+            // Create it ourselves so it is 0600 from its first byte; SQLite
+            // gives its -wal and -shm files the same mode.
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+            {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(other(&format!("cannot create: {e}"))),
+            }
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| map_err(&shown, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| map_err(&shown, e))?;
+        let mut backend = SqliteBackend { conn, path: shown };
+        backend.prepare()?;
+        Ok(SqlStore { backend })
+    }
+}
+
+impl SqliteBackend {
+    fn prepare(&mut self) -> Result<()> {
+        let shown = self.path.clone();
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(|e| map_err(&shown, e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Other(
+                shown,
+                format!("cannot switch to WAL (journal mode stays {mode})"),
+            ));
+        }
+        self.conn
+            .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            .map_err(|e| map_err(&shown, e))?;
+        let known = MIGRATIONS.len() as i64;
+        let version = self.user_version()?;
+        if version == known {
+            return Ok(());
+        }
+        if version > known {
+            return Err(StoreError::NewerSchema {
+                path: shown,
+                found: version,
+                known,
+            });
+        }
+        // Migrate forward in one immediate transaction; a racing process
+        // that migrated first leaves nothing to do.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| map_err(&shown, e))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| map_err(&shown, e))?;
+        if version == 0 {
+            let tables: i64 = tx
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(|e| map_err(&shown, e))?;
+            if tables > 0 {
+                return Err(StoreError::Corrupt {
+                    path: shown,
+                    detail: "it holds tables but no jobrun schema version".into(),
+                });
+            }
+        }
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(step).map_err(|e| map_err(&shown, e))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(|e| map_err(&shown, e))?;
+        }
+        tx.commit().map_err(|e| map_err(&shown, e))
+    }
+
+    fn user_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| map_err(&self.path, e))
+    }
+
+    fn run<T>(
+        &mut self,
+        behavior: TransactionBehavior,
+        f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
+    ) -> Result<T> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(behavior)
+            .map_err(|e| map_err(&path, e))?;
+        let mut conn = SqliteTx {
+            tx: &tx,
+            path: &path,
+        };
+        let out = f(&mut conn)?;
+        tx.commit().map_err(|e| map_err(&path, e))?;
+        Ok(out)
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        self.run(TransactionBehavior::Immediate, f)
+    }
+
+    fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        self.run(TransactionBehavior::Deferred, f)
+    }
+}
+
+struct SqliteTx<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    path: &'a str,
+}
+
+impl SqliteTx<'_> {
+    fn bind(&self, sql: &str, params: &[Value]) -> Result<rusqlite::CachedStatement<'_>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached(sql)
+            .map_err(|e| map_err(self.path, e))?;
+        for i in 1..=stmt.parameter_count() {
+            let name = stmt.parameter_name(i).unwrap_or("");
+            let n: usize = name.trim_start_matches('$').parse().unwrap_or(i);
+            let v = params.get(n - 1).cloned().unwrap_or(Value::Null);
+            let res = match v {
+                Value::Null => stmt.raw_bind_parameter(i, rusqlite::types::Null),
+                Value::Int(x) => stmt.raw_bind_parameter(i, x),
+                Value::Text(s) => stmt.raw_bind_parameter(i, s),
+            };
+            res.map_err(|e| map_err(self.path, e))?;
+        }
+        Ok(stmt)
+    }
+}
+
+impl Conn for SqliteTx<'_> {
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
+        let mut stmt = self.bind(sql, params)?;
+        let n = stmt.raw_execute().map_err(|e| map_err(self.path, e))?;
+        Ok(n as u64)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
+        let mut stmt = self.bind(sql, params)?;
+        let cols = stmt.column_count();
+        let mut rows = stmt.raw_query();
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| map_err(self.path, e))? {
+            let mut vals = Vec::with_capacity(cols);
+            for i in 0..cols {
+                vals.push(match row.get_ref(i).map_err(|e| map_err(self.path, e))? {
+                    ValueRef::Integer(x) => Value::Int(x),
+                    ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Real(r) => Value::Int(r as i64),
+                    _ => Value::Null,
+                });
+            }
+            out.push(vals);
+        }
+        Ok(out)
+    }
+
+    fn now_ms(&mut self) -> Result<i64> {
+        Ok(local_now_ms())
+    }
+
+    fn lock_job(&mut self, _job: &str) -> Result<()> {
+        // BEGIN IMMEDIATE already holds the database's single write lock.
+        Ok(())
+    }
+}
+
+/// Turn a SQLite error into a store error whose kind decides what happens:
+/// busy is retried, corruption is reported, never repaired.
+fn map_err(path: &str, e: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(f, ref msg) = e {
+        let detail = msg.clone().unwrap_or_else(|| f.to_string());
+        return match f.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => StoreError::Busy(path.into()),
+            ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt => StoreError::Corrupt {
+                path: path.into(),
+                detail,
+            },
+            ErrorCode::DiskFull => StoreError::Other(path.into(), "disk full".into()),
+            ErrorCode::ReadOnly | ErrorCode::PermissionDenied | ErrorCode::CannotOpen => {
+                StoreError::Other(path.into(), format!("cannot write: {detail}"))
+            }
+            _ => StoreError::Other(path.into(), detail),
+        };
+    }
+    StoreError::Other(path.into(), e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_filesystems_are_named() {
+        assert_eq!(network_fs_name(0x6969), Some("nfs"));
+        assert_eq!(network_fs_name(0xff53_4d42), Some("cifs"));
+        assert_eq!(network_fs_name(0xef53), None); // ext4
+    }
+}

@@ -1,0 +1,242 @@
+//! Spawn the child, forward signals to it, reap it, decide the exit code.
+//!
+//! One thread owns the child. Signals to the wrapper, the renewer's "lease
+//! lost", and the child's exit all arrive as events on one channel, and only
+//! the owning thread signals or reaps. The child's exit is noticed with
+//! `waitid(WNOWAIT)`, which leaves it a zombie until the owner reaps it, so
+//! its pid and process group cannot be recycled while the owner might still
+//! signal them. That is how jobrun avoids zombies and signals to reused pids.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+use signal_hook::iterator::Signals;
+
+use crate::exit;
+use crate::say;
+
+/// Signals the wrapper forwards to the child's process group.
+pub const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
+
+/// Everything the owner of the child reacts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Signal(i32),
+    /// The child has exited (not yet reaped).
+    ChildExited,
+    /// The renewer lost the lease.
+    LeaseLost,
+    /// The renewer reached the max hold.
+    MaxHold,
+    /// A release on this machine may have freed a slot (queue only).
+    Wake,
+}
+
+/// Route the forwarded signals to `events`. Call this before spawning
+/// anything: a signal that arrives early is then queued, not fatal, and
+/// because the handlers are real handlers (not SIG_IGN), exec resets them
+/// to default in the child.
+pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
+    let mut signals = Signals::new(FORWARDED)?;
+    std::thread::Builder::new()
+        .name("jobrun-signals".into())
+        .spawn(move || {
+            for s in signals.forever() {
+                if events.send(Event::Signal(s)).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// A command that could not be started, with the exit code it maps to.
+#[derive(Debug)]
+pub struct SpawnError {
+    pub code: i32,
+    pub message: String,
+}
+
+/// Start `argv` directly (no shell) in a process group of its own.
+pub fn spawn(argv: &[String], env: &[(&str, String)]) -> Result<Child, SpawnError> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().map_err(|e| {
+        let code = match e.kind() {
+            io::ErrorKind::NotFound => exit::NOT_FOUND,
+            _ => exit::CANNOT_EXECUTE,
+        };
+        let what = if code == exit::NOT_FOUND {
+            "command not found".to_string()
+        } else {
+            format!("cannot execute: {e}")
+        };
+        SpawnError {
+            code,
+            message: format!("{}: {what}", argv[0]),
+        }
+    })
+}
+
+/// Notice the child's exit without reaping it, and say so on `events`.
+pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("jobrun-child".into())
+        .spawn(move || {
+            loop {
+                // SAFETY: waitid writes only into the siginfo we pass.
+                let rc = unsafe {
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    libc::waitid(
+                        libc::P_PID,
+                        pid as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    )
+                };
+                if rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break;
+                }
+            }
+            let _ = events.send(Event::ChildExited);
+        })?;
+    Ok(())
+}
+
+/// What to do with the child when the lease is lost (`--on-lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnLost {
+    /// Keep running: single-flight is a convenience; the fencing token is
+    /// the bound.
+    Continue,
+    /// Stop the child as if the wrapper had received TERM.
+    Term,
+}
+
+/// How the pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The terminating signal the wrapper received and forwarded, if any.
+    pub stopped_by: Option<i32>,
+    pub lease_lost: bool,
+    /// jobrun had to send KILL after the grace period.
+    pub killed: bool,
+}
+
+impl Ended {
+    pub fn exit_code(&self) -> i32 {
+        exit::from_child(self.code, self.signal)
+    }
+}
+
+fn terminating(sig: i32) -> bool {
+    sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT
+}
+
+fn signal_group(pgid: Pid, sig: i32) {
+    if let Ok(s) = Signal::try_from(sig) {
+        let _ = killpg(pgid, s);
+    }
+}
+
+/// Own the child until it is gone: forward signals, stop it when the lease
+/// is lost and the policy says so, KILL it `kill_after` a TERM or INT, reap
+/// it, and make sure nothing of its process group is left behind silently.
+pub fn supervise(
+    mut child: Child,
+    events: &Receiver<Event>,
+    kill_after: Duration,
+    on_lost: OnLost,
+    label: &str,
+) -> Ended {
+    let pgid = Pid::from_raw(child.id() as i32);
+    let mut stopped_by = None;
+    let mut lease_lost = false;
+    let mut killed = false;
+    let mut kill_at: Option<Instant> = None;
+    let start_grace = |kill_at: &mut Option<Instant>| {
+        kill_at.get_or_insert_with(|| Instant::now() + kill_after);
+    };
+    loop {
+        let event = match kill_at {
+            Some(at) if !killed => {
+                match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                    Ok(e) => e,
+                    Err(RecvTimeoutError::Timeout) => {
+                        say!(
+                            "{label}: child still running {} after TERM; sending KILL",
+                            humantime::format_duration(kill_after)
+                        );
+                        signal_group(pgid, libc::SIGKILL);
+                        killed = true;
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => Event::ChildExited,
+                }
+            }
+            _ => events.recv().unwrap_or(Event::ChildExited),
+        };
+        match event {
+            Event::Signal(sig) => {
+                signal_group(pgid, sig);
+                if terminating(sig) {
+                    stopped_by.get_or_insert(sig);
+                    if sig == SIGTERM || sig == SIGINT {
+                        start_grace(&mut kill_at);
+                    }
+                }
+            }
+            Event::LeaseLost | Event::MaxHold => {
+                lease_lost = true;
+                if on_lost == OnLost::Term {
+                    say!("{label}: stopping the pass (--on-lost term)");
+                    signal_group(pgid, libc::SIGTERM);
+                    start_grace(&mut kill_at);
+                }
+            }
+            Event::ChildExited => break,
+            Event::Wake => {}
+        }
+    }
+    let status = child.wait().ok();
+    reap_group_leftovers(pgid, kill_after, label);
+    Ended {
+        code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        stopped_by,
+        lease_lost,
+        killed,
+    }
+}
+
+/// The child's process group outlived its leader: TERM what is left, then
+/// KILL after the grace period, so no process of the pass runs on unseen
+/// into the next pass. Safe to signal: while any member lives, the kernel
+/// keeps the group id from being reused.
+fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
+    if killpg(pgid, None).is_err() {
+        return;
+    }
+    say!("{label}: the command left processes in its process group; sending TERM");
+    signal_group(pgid, libc::SIGTERM);
+    let deadline = Instant::now() + kill_after;
+    while Instant::now() < deadline {
+        if killpg(pgid, None).is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    say!("{label}: processes of the pass survived TERM; sending KILL");
+    signal_group(pgid, libc::SIGKILL);
+}

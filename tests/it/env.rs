@@ -1,0 +1,294 @@
+//! TestEnv: a temporary store (SQLite file, or a fresh database on the
+//! PostgreSQL server the test script started), the real jobrun binary, and
+//! the processes a test starts, which it ends by pid when it is dropped,
+//! even when the test fails.
+
+use std::cell::RefCell;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_jobrun");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub db: String,
+    pub kind: Kind,
+    pg: Option<(String, String)>,
+    started: RefCell<Vec<Child>>,
+}
+
+/// Wait until `cond` holds, checking every 10 ms, for at most `within`.
+pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The server the test script started (`scripts/test` exports it).
+pub fn pg_server() -> String {
+    std::env::var("JOBRUN_TEST_PG").unwrap_or_else(|_| {
+        panic!(
+            "JOBRUN_TEST_PG is not set: the PostgreSQL tests need the server that \
+             scripts/test starts; run scripts/test"
+        )
+    })
+}
+
+impl TestEnv {
+    pub fn new(kind: Kind) -> TestEnv {
+        match kind {
+            Kind::Sqlite => TestEnv::sqlite(),
+            Kind::Postgres => TestEnv::postgres(),
+        }
+    }
+
+    pub fn sqlite() -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("store.db").to_string_lossy().into_owned();
+        TestEnv {
+            dir,
+            db,
+            kind: Kind::Sqlite,
+            pg: None,
+            started: RefCell::new(vec![]),
+        }
+    }
+
+    pub fn postgres() -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = pg_server();
+        let name = format!(
+            "jobrun_t_{}_{}",
+            std::process::id(),
+            dir.path().file_name().unwrap().to_string_lossy().to_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "")
+        );
+        let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+            .expect("connect to the test server");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create test database");
+        TestEnv {
+            dir,
+            db: format!("{server}/{name}"),
+            kind: Kind::Postgres,
+            pg: Some((server, name)),
+            started: RefCell::new(vec![]),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A jobrun command against this store, with no JOBRUN_* settings
+    /// leaking in from the caller's environment.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("JOBRUN_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("JOBRUN_DB", &self.db).args(args).current_dir(self.dir.path());
+        c
+    }
+
+    /// Run jobrun to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).stdin(Stdio::null()).output().expect("run jobrun")
+    }
+
+    /// Start jobrun in the background; its stderr goes to `<log>.err` and
+    /// stdout to `<log>.out` in the temp dir. The process is ended by pid
+    /// when the env is dropped.
+    pub fn start(&self, log: &str, args: &[&str]) -> u32 {
+        self.start_with(log, args, &[])
+    }
+
+    pub fn start_with(&self, log: &str, args: &[&str], env: &[(&str, &str)]) -> u32 {
+        let out = fs::File::create(self.path(&format!("{log}.out"))).unwrap();
+        let err = fs::File::create(self.path(&format!("{log}.err"))).unwrap();
+        let mut c = self.cmd(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start jobrun");
+        let pid = child.id();
+        self.started.borrow_mut().push(child);
+        pid
+    }
+
+    /// Wait for a started jobrun to exit; its exit code (128+N on signal).
+    pub fn wait_exit(&self, pid: u32, within: Duration) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        let mut started = self.started.borrow_mut();
+        let child = started.iter_mut().find(|c| c.id() == pid)?;
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = child.try_wait().ok()? {
+                return Some(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn stderr_of(&self, log: &str) -> String {
+        fs::read_to_string(self.path(&format!("{log}.err"))).unwrap_or_default()
+    }
+
+    pub fn stdout_of(&self, log: &str) -> String {
+        fs::read_to_string(self.path(&format!("{log}.out"))).unwrap_or_default()
+    }
+
+    /// Wait for a file (a readiness marker a child writes) to exist.
+    pub fn wait_for_file(&self, name: &str, within: Duration) -> bool {
+        let p = self.path(name);
+        wait_until(within, || p.exists())
+    }
+
+    /// `status --json`, parsed.
+    pub fn status(&self) -> Value {
+        let out = self.run(&["status", "--json"]);
+        assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("status --json is JSON")
+    }
+
+    /// The status entry of one job (Null when unknown).
+    pub fn job(&self, name: &str) -> Value {
+        self.status()["jobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|j| j["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    /// How many slots of `name` are held right now.
+    pub fn held(&self, name: &str) -> usize {
+        self.job(name)["slots"].as_array().map_or(0, |s| s.len())
+    }
+
+    /// `history --json` passes of a job, newest first.
+    pub fn history(&self, name: &str) -> Vec<Value> {
+        let out = self.run(&["history", name, "--json", "--limit", "10000"]);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("history --json");
+        v["passes"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Read a pid a child wrote into a file.
+    pub fn pid_in(&self, name: &str) -> i32 {
+        fs::read_to_string(self.path(name))
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no pid in {name}"))
+    }
+}
+
+/// Send `sig` to a pid this test started (directly or as a recorded child).
+pub fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with a pid the test owns.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+pub fn alive(pid: i32) -> bool {
+    // A zombie still answers kill(0); read its state.
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let state = s[s.rfind(')').unwrap() + 2..].chars().next();
+            !matches!(state, Some('Z') | Some('X'))
+        }
+        Err(_) => false,
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        for child in self.started.borrow_mut().iter_mut() {
+            if child.try_wait().ok().flatten().is_none() {
+                kill(child.id() as i32, libc::SIGTERM);
+            }
+        }
+        for child in self.started.borrow_mut().iter_mut() {
+            let pid = child.id() as i32;
+            if !wait_until(Duration::from_secs(3), || child.try_wait().ok().flatten().is_some()) {
+                kill(pid, libc::SIGKILL);
+                let _ = child.wait();
+            }
+        }
+        // Children a test recorded in *.pid files (orphans of a killed wrapper).
+        if let Ok(entries) = fs::read_dir(self.dir.path()) {
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "pid") {
+                    if let Ok(pid) = fs::read_to_string(e.path()).unwrap_or_default().trim().parse::<i32>() {
+                        if alive(pid) {
+                            kill(pid, libc::SIGKILL);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((server, name)) = &self.pg {
+            if let Ok(mut admin) =
+                postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+            {
+                let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
+    }
+}
+
+/// Write a shell script into the env's directory and return its path.
+pub fn script(env: &TestEnv, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = env.path(name);
+    fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Generate a test per store from one body: `both_stores!(fn_name, ...)`
+/// where each `fn_name(env: &TestEnv)` is defined in the same module.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::sqlite()) } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::postgres()) } )*
+        }
+    };
+}
+
+pub fn is_file(p: &Path) -> bool {
+    p.is_file()
+}

@@ -1,0 +1,6 @@
+//! jobrun's integration tests: one binary driving the real `jobrun` against
+//! real stores. Behavioural tests run against SQLite and PostgreSQL from one
+//! body (`both_stores!`).
+
+mod env;
+mod run;
