@@ -36,7 +36,9 @@ fn new_pass_id() -> String {
 struct Pass {
     spec: StoreSpec,
     settings: RunSettings,
-    store: Box<dyn Store>,
+    /// Closed while the child runs: the renewer has its own connection, and
+    /// a fleet of passes should cost a PostgreSQL server one connection each.
+    conn: Option<Box<dyn Store>>,
     req: AcquireRequest,
     events: Receiver<Event>,
     sender: Sender<Event>,
@@ -85,7 +87,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     let mut pass = Pass {
         spec,
         settings,
-        store,
+        conn: Some(store),
         req,
         events,
         sender,
@@ -105,7 +107,7 @@ impl Pass {
 
     fn go(&mut self) -> Result<i32> {
         let evict = self.reconcile()?;
-        match self.store.acquire(&self.req, &evict)? {
+        match open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)? {
             Acquire::Acquired(key) => self.run_child(key),
             Acquire::Paused(p) if self.settings.wait.is_none() => {
                 if !self.settings.quiet {
@@ -122,9 +124,8 @@ impl Pass {
     /// Judge every holder of the job; return the leases to take away and
     /// log what the rules decided. Probes run here, outside transactions.
     fn reconcile(&mut self) -> Result<Vec<crate::lease::Eviction>> {
-        let leases = self
-            .store
-            .leases(std::slice::from_ref(&self.settings.job))?;
+        let job = self.settings.job.clone();
+        let leases = open(&mut self.conn, &self.spec)?.leases(std::slice::from_ref(&job))?;
         let mut evict = Vec::new();
         for (l, v) in judged(leases, &self.spec) {
             match decide(&l, &v, false) {
@@ -169,7 +170,7 @@ impl Pass {
         let jobs = std::slice::from_ref(&self.settings.job);
         if self.settings.coalesce {
             let cwd = self.req.cwd.clone();
-            let queued = self.store.waiters(jobs)?;
+            let queued = open(&mut self.conn, &self.spec)?.waiters(jobs)?;
             if let Some(w) = queued
                 .iter()
                 .find(|w| w.argv == self.settings.argv && w.cwd == cwd)
@@ -178,8 +179,8 @@ impl Pass {
             }
         }
         if !self.settings.quiet {
-            let leases = self.store.leases(jobs)?;
-            let queued = self.store.waiters(jobs)?.len();
+            let leases = open(&mut self.conn, &self.spec)?.leases(jobs)?;
+            let queued = open(&mut self.conn, &self.spec)?.waiters(jobs)?.len();
             let line = match leases.first() {
                 Some(l) => {
                     let v = judge(&l.holder, &self.identity, self.spec.reach());
@@ -237,7 +238,7 @@ impl Pass {
             signal,
             outcome,
         };
-        Ok(self.store.record_pass(&pass, self.settings.keep_history)?)
+        Ok(open(&mut self.conn, &self.spec)?.record_pass(&pass, self.settings.keep_history)?)
     }
 
     /// A terminating signal that arrived before the child existed.
@@ -277,15 +278,33 @@ impl Pass {
                 return Ok(e.code);
             }
         };
+        // From here until the child is reaped nothing may return early: the
+        // child must never run unsupervised.
         let pid = child.id() as i32;
         if let Some(start) = start_time(pid) {
             let proc = crate::lease::Proc { pid, start };
-            if let Err(e) = self.store.record_child(&key, proc) {
+            let recorded = match open(&mut self.conn, &self.spec) {
+                Ok(store) => store.record_child(&key, proc),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = recorded {
                 say!("{label}: could not record child pid {pid}: {e}");
             }
         }
-        supervise::watch_exit(child.id(), self.sender.clone()).context("cannot watch the child")?;
-        let renewer = self.start_renewer(Held::Lease(key.clone()), &label, taken)?;
+        self.conn = None;
+        let watched = supervise::watch_exit(child.id(), self.sender.clone())
+            .context("cannot watch the child")
+            .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
+        let renewer = match watched {
+            Ok(r) => r,
+            Err(e) => {
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                self.release(&key);
+                return Err(e);
+            }
+        };
         let ended = supervise::supervise(
             child,
             &self.events,
@@ -335,13 +354,12 @@ impl Pass {
     /// evidence frees it sooner.
     fn release(&mut self, key: &LeaseKey) {
         let mut last = None;
-        for attempt in 0..3 {
-            if attempt > 0 {
-                if let Ok(s) = self.spec.open() {
-                    self.store = s;
-                }
-            }
-            match self.store.release(key) {
+        for _ in 0..3 {
+            let released = match open(&mut self.conn, &self.spec) {
+                Ok(store) => store.release(key),
+                Err(e) => Err(e),
+            };
+            match released {
                 Ok(true) => {
                     wake_waiters(&self.spec);
                     return;
@@ -355,7 +373,11 @@ impl Pass {
                     );
                     return;
                 }
-                Err(e) => last = Some(e),
+                Err(e) => {
+                    // Try again on a fresh connection.
+                    self.conn = None;
+                    last = Some(e);
+                }
             }
         }
         if let Some(e) = last {
@@ -370,10 +392,11 @@ impl Pass {
     /// `--wait`: queue FIFO for a slot.
     fn queue(&mut self) -> Result<i32> {
         let wait = self.settings.wait.unwrap_or_default();
-        let id = match self.store.enqueue(&self.req, self.settings.coalesce)? {
-            Enqueue::Coalesced(p) => return self.coalesced(&p),
-            Enqueue::Queued(id) => id,
-        };
+        let id =
+            match open(&mut self.conn, &self.spec)?.enqueue(&self.req, self.settings.coalesce)? {
+                Enqueue::Coalesced(p) => return self.coalesced(&p),
+                Enqueue::Queued(id) => id,
+            };
         let arrived = Instant::now();
         let deadline = arrived + wait;
         watch_wake(&self.spec, self.sender.clone());
@@ -387,7 +410,7 @@ impl Pass {
         let mut announced_pause = false;
         let result = loop {
             let evict = self.reconcile()?;
-            match self.store.promote(id, &self.req, &evict)? {
+            match open(&mut self.conn, &self.spec)?.promote(id, &self.req, &evict)? {
                 Acquire::Acquired(key) => break Ok(key),
                 Acquire::Gone => break Err("its queue row was removed (cleared as a ghost)"),
                 Acquire::Paused(p) => {
@@ -411,7 +434,7 @@ impl Pass {
             match self.events.recv_timeout(poll.min(deadline - now)) {
                 Ok(Event::Signal(s)) if s != libc::SIGUSR1 && s != libc::SIGUSR2 => {
                     renewer.stop();
-                    let _ = self.store.remove_waiter(id, false);
+                    let _ = open(&mut self.conn, &self.spec)?.remove_waiter(id, false);
                     say!("{}: stopped by signal {s} while queued", self.label());
                     self.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::SIGNAL_BASE + s);
@@ -429,7 +452,7 @@ impl Pass {
         match result {
             Ok(key) => self.run_child(key),
             Err(why) => {
-                let _ = self.store.remove_waiter(id, false);
+                let _ = open(&mut self.conn, &self.spec)?.remove_waiter(id, false);
                 if !self.settings.quiet {
                     say!(
                         "{}: gave up waiting after {} at queue position {position}: {why}",
@@ -446,15 +469,16 @@ impl Pass {
     /// Remove dead (or lapsed and unknown) waiters ahead of `id`. Returns how
     /// many were removed.
     fn remove_ghosts(&mut self, id: i64) -> Result<u32> {
-        let waiters = self
-            .store
-            .waiters(std::slice::from_ref(&self.settings.job))?;
+        let job = self.settings.job.clone();
+        let waiters = open(&mut self.conn, &self.spec)?.waiters(std::slice::from_ref(&job))?;
         let mut removed = 0;
         for w in waiters.iter().filter(|w| w.id < id) {
             let v = judge(&w.holder, &self.identity, self.spec.reach());
             let gone = match v.liveness {
-                Liveness::Dead => self.store.remove_waiter(w.id, false)?,
-                Liveness::Unknown if w.lapsed() => self.store.remove_waiter(w.id, true)?,
+                Liveness::Dead => open(&mut self.conn, &self.spec)?.remove_waiter(w.id, false)?,
+                Liveness::Unknown if w.lapsed() => {
+                    open(&mut self.conn, &self.spec)?.remove_waiter(w.id, true)?
+                }
                 _ => false,
             };
             if gone {
@@ -469,6 +493,17 @@ impl Pass {
             }
         }
         Ok(removed)
+    }
+}
+
+/// The pass's own connection, reopened if it was closed.
+fn open<'a>(
+    conn: &'a mut Option<Box<dyn Store>>,
+    spec: &StoreSpec,
+) -> Result<&'a mut Box<dyn Store>, crate::store::StoreError> {
+    match conn {
+        Some(s) => Ok(s),
+        None => Ok(conn.insert(spec.open()?)),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -52,13 +52,6 @@ pub fn pg_server() -> String {
 }
 
 impl TestEnv {
-    pub fn new(kind: Kind) -> TestEnv {
-        match kind {
-            Kind::Sqlite => TestEnv::sqlite(),
-            Kind::Postgres => TestEnv::postgres(),
-        }
-    }
-
     pub fn sqlite() -> TestEnv {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("store.db").to_string_lossy().into_owned();
@@ -72,12 +65,22 @@ impl TestEnv {
     }
 
     pub fn postgres() -> TestEnv {
+        TestEnv::postgres_on(&pg_server())
+    }
+
+    /// A fresh database on the given server (`postgres://user@host:port`).
+    pub fn postgres_on(server: &str) -> TestEnv {
+        let server = server.to_string();
         let dir = tempfile::tempdir().expect("tempdir");
-        let server = pg_server();
         let name = format!(
             "jobrun_t_{}_{}",
             std::process::id(),
-            dir.path().file_name().unwrap().to_string_lossy().to_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "")
+            dir.path()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .to_lowercase()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "")
         );
         let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
             .expect("connect to the test server");
@@ -106,13 +109,18 @@ impl TestEnv {
                 c.env_remove(k);
             }
         }
-        c.env("JOBRUN_DB", &self.db).args(args).current_dir(self.dir.path());
+        c.env("JOBRUN_DB", &self.db)
+            .args(args)
+            .current_dir(self.dir.path());
         c
     }
 
     /// Run jobrun to completion.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).stdin(Stdio::null()).output().expect("run jobrun")
+        self.cmd(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run jobrun")
     }
 
     /// Start jobrun in the background; its stderr goes to `<log>.err` and
@@ -174,7 +182,11 @@ impl TestEnv {
     /// `status --json`, parsed.
     pub fn status(&self) -> Value {
         let out = self.run(&["status", "--json"]);
-        assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).expect("status --json is JSON")
     }
 
@@ -239,7 +251,9 @@ impl Drop for TestEnv {
         }
         for child in self.started.borrow_mut().iter_mut() {
             let pid = child.id() as i32;
-            if !wait_until(Duration::from_secs(3), || child.try_wait().ok().flatten().is_some()) {
+            if !wait_until(Duration::from_secs(3), || {
+                child.try_wait().ok().flatten().is_some()
+            }) {
                 kill(pid, libc::SIGKILL);
                 let _ = child.wait();
             }
@@ -248,7 +262,11 @@ impl Drop for TestEnv {
         if let Ok(entries) = fs::read_dir(self.dir.path()) {
             for e in entries.flatten() {
                 if e.path().extension().is_some_and(|x| x == "pid") {
-                    if let Ok(pid) = fs::read_to_string(e.path()).unwrap_or_default().trim().parse::<i32>() {
+                    if let Ok(pid) = fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .trim()
+                        .parse::<i32>()
+                    {
                         if alive(pid) {
                             kill(pid, libc::SIGKILL);
                         }
@@ -260,7 +278,8 @@ impl Drop for TestEnv {
             if let Ok(mut admin) =
                 postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
             {
-                let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+                let _ =
+                    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
             }
         }
     }
@@ -287,8 +306,4 @@ macro_rules! both_stores {
             $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::postgres()) } )*
         }
     };
-}
-
-pub fn is_file(p: &Path) -> bool {
-    p.is_file()
 }

@@ -1,0 +1,90 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_jobrun_global_optspecs
+    string join \n db= h/help V/version
+end
+
+function __fish_jobrun_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_jobrun_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_jobrun_using_subcommand
+    set -l cmd (__fish_jobrun_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c jobrun -n "__fish_jobrun_needs_command" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jobrun -n "__fish_jobrun_needs_command" -s V -l version -d 'Print version'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "run" -d 'Take a slot of NAME and run COMMAND under a renewed lease'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "status" -d 'Show every job: state, holder, evidence, queue, last outcome'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "clear-locks" -d 'Clear locks whose holder is dead or whose lease lapsed unseen'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "stop-due" -d 'Stop in-flight passes (for upgrade scripts) so they release at once'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "resume" -d 'Lift a pause'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "history" -d 'Show recorded passes and a duration summary per job'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l lease -d 'The lease window, renewed every third of it (at least 3s)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l max-hold -d 'Backstop for a pass that is alive but hung: past it renewals stop and the lease lapses (at least the lease)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l kill-after -d 'After forwarding TERM or INT, wait this long before sending KILL' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l on-lost -d 'What happens to the child when the lease is lost' -r -f -a "continue\t'Keep running: single-flight is a convenience; the fencing token is the bound'
+term\t'Stop the child as if the wrapper had received TERM'"
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s E -l conflict-exit-code -d 'Exit code when the job is held or paused (like flock -E)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l slots -d 'How many passes of the job may run at once; the smallest among the live holders and waiters binds' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s w -l wait -d 'Queue for a slot for up to this long instead of skipping (0: do not wait)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesced-exit-code -d 'Exit code of a pass that coalesced into a queued one' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s q -l quiet -d 'Do not print the line naming the holder when the job is held'
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesce -d 'Join an identical queued pass (same job, argv and working directory) instead of queueing another'
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l json -d 'Machine-readable output (documented in the README)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand status" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l all -d 'Act on every job'
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l dry-run -d 'Print what would be done and change nothing'
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l force -d 'Also clear locks whose holder is believed alive (logged)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l wait -d 'Wait until the signalled passes released their locks' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l kill-after -d 'With --wait: send KILL to a wrapper still holding this long after TERM' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l all -d 'Act on every job'
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l dry-run -d 'Print what would be signalled and signal nothing'
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l reason -d 'Why, shown by status and by every skipped pass' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l all -d 'Act on every job'
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l all -d 'Act on every job'
+complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l limit -d 'How many passes to show' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l json -d 'Machine-readable output'
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l man -d 'Directory for the man pages' -r -F
+complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l completions -d 'Directory for the shell completions' -r -F
+complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "run" -d 'Take a slot of NAME and run COMMAND under a renewed lease'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "status" -d 'Show every job: state, holder, evidence, queue, last outcome'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "clear-locks" -d 'Clear locks whose holder is dead or whose lease lapsed unseen'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "stop-due" -d 'Stop in-flight passes (for upgrade scripts) so they release at once'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "resume" -d 'Lift a pause'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "history" -d 'Show recorded passes and a duration summary per job'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,372 @@
+//! What only the PostgreSQL store has to prove: a dropped or stopped server
+//! costs renewals, not the lease, until a whole window has passed; hosts
+//! contend through the server; expiry is judged on the server's clock.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::env::{kill, script, wait_until, TestEnv};
+
+/// A PostgreSQL server of this test's own, so it can be stopped and started
+/// without disturbing the other tests. Stopped and removed on drop.
+struct OwnServer {
+    url: String,
+    dir: String,
+}
+
+fn pg_script() -> String {
+    format!("{}/scripts/pg-test-server", env!("CARGO_MANIFEST_DIR"))
+}
+
+impl OwnServer {
+    fn start() -> OwnServer {
+        let out = Command::new(pg_script()).arg("start").output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let value = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {key}=")))
+                .unwrap_or_else(|| panic!("no {key} in {text}"))
+                .to_string()
+        };
+        OwnServer {
+            url: value("JOBRUN_TEST_PG"),
+            dir: value("JOBRUN_TEST_PGDIR"),
+        }
+    }
+
+    fn halt(&self) {
+        let s = Command::new(pg_script())
+            .args(["halt", &self.dir])
+            .status()
+            .unwrap();
+        assert!(s.success(), "halt failed");
+    }
+
+    fn restart(&self) {
+        let s = Command::new(pg_script())
+            .args(["restart", &self.dir])
+            .status()
+            .unwrap();
+        assert!(s.success(), "restart failed");
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = Command::new(pg_script()).args(["stop", &self.dir]).status();
+    }
+}
+
+fn token_of(env: &TestEnv, job: &str) -> Option<i64> {
+    env.job(job)["slots"][0]["token"].as_i64()
+}
+
+fn renewed_ago(env: &TestEnv, job: &str) -> Option<i64> {
+    env.job(job)["slots"][0]["renewed_ago_ms"].as_i64()
+}
+
+const OTHER_HOST: [(&str, &str); 2] = [("JOBRUN_HOST", "host-b"), ("JOBRUN_BOOT_ID", "boot-b")];
+
+#[test]
+fn terminated_backend_is_reconnected_and_the_lease_kept() {
+    let env = TestEnv::postgres();
+    let ready = env.path("ready");
+    let done = env.path("done");
+    let child = script(
+        &env,
+        "child.sh",
+        &format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+            ready.display(),
+            done.display()
+        ),
+    );
+    let pid = env.start("pass", &["run", "j", "--lease", "3s", "--", &child]);
+    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    let token = token_of(&env, "j").expect("held");
+    // Wait for the first renewal, so the renewer has its own connection.
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            let slot = &env.job("j")["slots"][0];
+            slot["held_ms"].as_i64().unwrap_or(0) - slot["renewed_ago_ms"].as_i64().unwrap_or(0) > 0
+        }),
+        "never renewed"
+    );
+    // Terminate every jobrun backend of this database (the pass's and its
+    // renewer's connections).
+    let dbname = env.db.rsplit('/').next().unwrap().to_string();
+    let mut admin = postgres::Client::connect(&env.db, postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = $1 AND application_name = 'jobrun'",
+            &[&dbname],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1, "no jobrun backend to terminate");
+    // The next tick fails and says why; the one after reconnects.
+    assert!(
+        wait_until(Duration::from_secs(5), || env
+            .stderr_of("pass")
+            .contains("renewal failed")),
+        "no renewal failure logged: {}",
+        env.stderr_of("pass")
+    );
+    let err = env.stderr_of("pass");
+    assert!(
+        err.contains("terminat") || err.contains("closed"),
+        "error not shown: {err}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || renewed_ago(&env, "j")
+            .is_some_and(|ms| ms < 900)
+            && env.stderr_of("pass").matches("renewal failed").count() >= 1),
+        "no renewal after the reconnect"
+    );
+    assert_eq!(
+        token_of(&env, "j"),
+        Some(token),
+        "lock not held under the same token"
+    );
+    std::fs::write(&done, "").unwrap();
+    assert_eq!(env.wait_exit(pid, Duration::from_secs(10)), Some(0));
+    assert!(!env.stderr_of("pass").contains("lease lost"));
+    assert_eq!(env.history("j")[0]["outcome"], "ok");
+}
+
+#[test]
+fn a_short_outage_costs_renewals_not_the_lease() {
+    let server = OwnServer::start();
+    let env = TestEnv::postgres_on(&server.url);
+    let ready = env.path("ready");
+    let done = env.path("done");
+    let child = script(
+        &env,
+        "child.sh",
+        &format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+            ready.display(),
+            done.display()
+        ),
+    );
+    // A 9 s window renewed every 3 s; the server is away for about 4 s.
+    let pid = env.start("pass", &["run", "j", "--lease", "9s", "--", &child]);
+    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    let token = token_of(&env, "j").expect("held");
+    server.halt();
+    let down = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(8), || env
+            .stderr_of("pass")
+            .contains("renewal failed")),
+        "no failed renewal while the server was down"
+    );
+    while down.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.restart();
+    assert!(
+        wait_until(Duration::from_secs(8), || renewed_ago(&env, "j")
+            .is_some_and(|ms| ms < 2500)),
+        "not renewed after the server came back"
+    );
+    assert_eq!(token_of(&env, "j"), Some(token));
+    std::fs::write(&done, "").unwrap();
+    assert_eq!(env.wait_exit(pid, Duration::from_secs(10)), Some(0));
+    assert!(
+        !env.stderr_of("pass").contains("lease lost"),
+        "{}",
+        env.stderr_of("pass")
+    );
+    assert_eq!(env.history("j")[0]["outcome"], "ok");
+}
+
+#[test]
+fn a_long_outage_loses_the_lease_once_and_another_host_takes_over() {
+    let server = OwnServer::start();
+    let env = TestEnv::postgres_on(&server.url);
+    let ready = env.path("ready");
+    let done = env.path("done");
+    let child = script(
+        &env,
+        "child.sh",
+        &format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.05; done; echo finished",
+            ready.display(),
+            done.display()
+        ),
+    );
+    let pid = env.start("pass", &["run", "j", "--lease", "3s", "--", &child]);
+    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    server.halt();
+    assert!(
+        wait_until(Duration::from_secs(10), || env
+            .stderr_of("pass")
+            .contains("lease lost")),
+        "lease not reported lost: {}",
+        env.stderr_of("pass")
+    );
+    server.restart();
+    // Another host sees the lease lapsed (server clock) and takes the job.
+    let rival = env
+        .cmd(&["run", "j", "--lease", "3s", "--", "true"])
+        .envs(OTHER_HOST)
+        .output()
+        .unwrap();
+    assert_eq!(rival.status.code(), Some(0));
+    assert_eq!(
+        env.history("j")[0]["outcome"],
+        "ok",
+        "rival did not run: {}",
+        String::from_utf8_lossy(&rival.stderr)
+    );
+    // The first pass went on (default policy) and finished by itself.
+    std::fs::write(&done, "").unwrap();
+    assert_eq!(env.wait_exit(pid, Duration::from_secs(10)), Some(0));
+    assert_eq!(env.stdout_of("pass").trim(), "finished");
+    assert_eq!(env.stderr_of("pass").matches("lease lost").count(), 1);
+    assert_eq!(env.history("j")[0]["outcome"], "lost-lease");
+}
+
+/// Start a pass of `job` as another host; returns (wrapper pid, child pid file).
+fn start_as(env: &TestEnv, log: &str, host: &str, job: &str, lease: &str) -> u32 {
+    let ready = env.path(&format!("{log}.ready"));
+    let pidfile = env.path(&format!("{log}.pid"));
+    let child = script(
+        env,
+        &format!("{log}.sh"),
+        &format!(
+            "echo $$ > {}; touch {}; exec sleep 60",
+            pidfile.display(),
+            ready.display()
+        ),
+    );
+    env.start_with(
+        log,
+        &["run", job, "--lease", lease, "--", &child],
+        &[
+            ("JOBRUN_HOST", host),
+            ("JOBRUN_BOOT_ID", &format!("{host}-boot")),
+        ],
+    )
+}
+
+#[test]
+fn a_killed_holder_on_one_host_is_taken_over_by_another_only_after_its_lease() {
+    let env = TestEnv::postgres();
+    let wrapper = start_as(&env, "a", "host-a", "j", "4s");
+    assert!(env.wait_for_file("a.ready", Duration::from_secs(10)));
+    let child = env.pid_in("a.pid");
+    kill(wrapper as i32, libc::SIGKILL);
+    kill(child, libc::SIGKILL);
+    let killed = Instant::now();
+    let last_renewal_ago = renewed_ago(&env, "j").unwrap_or(0);
+    // Host B retries until it gets the job.
+    let mut took = None;
+    while killed.elapsed() < Duration::from_secs(15) {
+        let out = env
+            .cmd(&["run", "j", "--lease", "4s", "--", "true"])
+            .env("JOBRUN_HOST", "host-b")
+            .env("JOBRUN_BOOT_ID", "host-b-boot")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        if env.history("j")[0]["outcome"] == "ok" {
+            took = Some(killed.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = took.expect("host b never took over");
+    let lease_left = Duration::from_millis((4000 - last_renewal_ago).max(0) as u64);
+    eprintln!("takeover after {took:?} (lease had {lease_left:?} left)");
+    assert!(
+        took + Duration::from_millis(150) >= lease_left,
+        "taken over before the lease lapsed: {took:?}"
+    );
+    assert!(
+        took <= lease_left + Duration::from_secs(3),
+        "takeover too late: {took:?}"
+    );
+}
+
+#[test]
+fn two_hosts_never_hold_one_job_at_once() {
+    let env = TestEnv::postgres();
+    let log = env.path("overlap.log");
+    let child = script(
+        &env,
+        "pass.sh",
+        &format!(
+            "echo \"+ $JOBRUN_HOST $JOBRUN_TOKEN\" >> {log}; sleep 0.2; echo \"- $JOBRUN_HOST $JOBRUN_TOKEN\" >> {log}",
+            log = log.display()
+        ),
+    );
+    let hosts = ["host-a", "host-b", "host-a", "host-b", "host-a", "host-b"];
+    let pids: Vec<u32> = (0..hosts.len())
+        .map(|i| {
+            // Each retries with --wait: the queue serialises them across hosts.
+            env.start_with(
+                &format!("p{i}"),
+                &["run", "j", "--wait", "60s", "--", &child],
+                &[("JOBRUN_HOST", hosts[i]), ("JOBRUN_BOOT_ID", hosts[i])],
+            )
+        })
+        .collect();
+    for pid in pids {
+        assert_eq!(env.wait_exit(pid, Duration::from_secs(60)), Some(0));
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut inside = 0;
+    let mut tokens = vec![];
+    for line in text.lines() {
+        if line.starts_with('+') {
+            inside += 1;
+            tokens.push(line.split_whitespace().nth(2).unwrap().to_string());
+        } else {
+            inside -= 1;
+        }
+        assert!(inside <= 1, "two passes at once:\n{text}");
+    }
+    assert_eq!(tokens.len(), hosts.len(), "{text}");
+    let mut sorted = tokens.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), tokens.len(), "a token repeated: {tokens:?}");
+}
+
+#[test]
+fn a_host_with_a_fast_clock_cannot_steal_a_live_lease() {
+    let env = TestEnv::postgres();
+    let wrapper = start_as(&env, "a", "host-a", "j", "3s");
+    assert!(env.wait_for_file("a.ready", Duration::from_secs(10)));
+    let token = token_of(&env, "j").unwrap();
+    // Host B's clock is an hour ahead; by its clock the lease lapsed long
+    // ago. The server's clock decides, so it must skip, every time.
+    for _ in 0..3 {
+        let out = env
+            .cmd(&["run", "j", "--lease", "3s", "--", "true"])
+            .env("JOBRUN_HOST", "host-b")
+            .env("JOBRUN_BOOT_ID", "host-b-boot")
+            .env("JOBRUN_CLOCK_SKEW", "1h")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("already running"),
+            "host b stole the lease: {err}"
+        );
+        assert_eq!(token_of(&env, "j"), Some(token));
+    }
+    let job: Value = env.job("j");
+    assert_eq!(job["slots"][0]["holder"]["host"], "host-a");
+    kill(wrapper as i32, libc::SIGTERM);
+}
