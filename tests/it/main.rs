@@ -3,4 +3,6 @@
 //! body (`both_stores!`).
 
 mod env;
+mod generated;
+mod pg;
 mod run;
