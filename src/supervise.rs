@@ -225,18 +225,48 @@ pub fn supervise(
 /// into the next pass. Safe to signal: while any member lives, the kernel
 /// keeps the group id from being reused.
 fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
-    if killpg(pgid, None).is_err() {
+    if !group_runs(pgid) {
         return;
     }
     say!("{label}: the command left processes in its process group; sending TERM");
     signal_group(pgid, libc::SIGTERM);
     let deadline = Instant::now() + kill_after;
     while Instant::now() < deadline {
-        if killpg(pgid, None).is_err() {
+        if !group_runs(pgid) {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     say!("{label}: processes of the pass survived TERM; sending KILL");
     signal_group(pgid, libc::SIGKILL);
+}
+
+/// Whether a process of group `pgid` still runs. Members that have exited
+/// but wait for init to reap them (orphans whose parent was the child) are
+/// zombies and count as gone: an init that reaps slowly, as in many
+/// containers, must not hold the wrapper for the grace period and draw a
+/// needless KILL.
+fn group_runs(pgid: Pid) -> bool {
+    if killpg(pgid, None).is_err() {
+        return false;
+    }
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    procs.flatten().any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // After the command name: state, ppid, pgrp.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+        pgrp == Some(pgid.as_raw()) && !matches!(state, Some("Z") | Some("X"))
+    })
 }

@@ -11,7 +11,7 @@ use crate::cmd::{holder_name, judged};
 use crate::exit;
 use crate::lease::{renew_interval, Holder, LeaseKey, Outcome, PassRecord};
 use crate::liveness::{
-    decide, judge, start_time, this_process, Decision, HolderLock, Identity, Liveness,
+    decide, judge, start_time, this_process, Decision, HolderLock, Identity, Liveness, StoreReach,
 };
 use crate::renewer::{Held, Renewer, RenewerConfig, RenewerExit, StoreLease};
 use crate::report::{human_ms, utc_ms};
@@ -36,8 +36,8 @@ fn new_pass_id() -> String {
 struct Pass {
     spec: StoreSpec,
     settings: RunSettings,
-    /// Closed while the child runs: the renewer has its own connection, and
-    /// a fleet of passes should cost a PostgreSQL server one connection each.
+    /// On PostgreSQL, closed while the child runs: the renewer has its own
+    /// connection, and a fleet of passes should cost the server one each.
     conn: Option<Box<dyn Store>>,
     req: AcquireRequest,
     events: Receiver<Event>,
@@ -107,7 +107,13 @@ impl Pass {
 
     fn go(&mut self) -> Result<i32> {
         let evict = self.reconcile()?;
-        match open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)? {
+        let mut got = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
+        // A dead waiter nobody queues behind would keep every later pass
+        // out: judge the queue too, and look again if a ghost was removed.
+        if got == Acquire::Full && self.remove_ghosts(i64::MAX)? > 0 {
+            got = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
+        }
+        match got {
             Acquire::Acquired(key) => self.run_child(key),
             Acquire::Paused(p) if self.settings.wait.is_none() => {
                 if !self.settings.quiet {
@@ -291,7 +297,9 @@ impl Pass {
                 say!("{label}: could not record child pid {pid}: {e}");
             }
         }
-        self.conn = None;
+        if self.spec.reach() == StoreReach::Fleet {
+            self.conn = None;
+        }
         let watched = supervise::watch_exit(child.id(), self.sender.clone())
             .context("cannot watch the child")
             .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
@@ -332,12 +340,17 @@ impl Pass {
 
     fn start_renewer(&self, held: Held, label: &str, taken: Instant) -> Result<Renewer> {
         let events = self.sender.clone();
+        // Max hold bounds a running pass; a waiter is bounded by --wait.
+        let max_hold = match held {
+            Held::Lease(_) => self.settings.max_hold,
+            Held::Waiter(_) => Duration::MAX,
+        };
         let lease = StoreLease::new(self.spec.clone(), held, self.settings.lease);
         let cfg = RenewerConfig {
             label: label.to_string(),
             interval: renew_interval(self.settings.lease),
             lease: self.settings.lease,
-            max_hold: self.settings.max_hold,
+            max_hold,
             taken,
         };
         Renewer::spawn(lease, cfg, move |exit| {

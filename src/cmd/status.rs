@@ -132,29 +132,47 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
     Ok(exit::OK)
 }
 
+/// Human output fits 100 columns, whatever the names, hosts and reasons.
+const WIDTH: usize = 100;
+
+macro_rules! row {
+    ($($arg:tt)*) => {
+        println!("{}", trunc(&format!($($arg)*), WIDTH))
+    };
+}
+
 fn ms(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
 
 fn print_table(jobs: &[Value]) {
-    println!(
-        "{:<24} {:>4} {:<8} {:<22} {:>8} {:>8} {:>7}  LAST",
-        "JOB", "SLOT", "STATE", "HOLDER", "RENEWED", "EXPIRES", "TOKEN"
+    row!(
+        "{:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  LAST",
+        "JOB",
+        "SLOT",
+        "STATE",
+        "HOLDER",
+        "RENEWED",
+        "EXPIRES",
+        "TOKEN"
     );
     for j in jobs {
         let name = trunc(j["name"].as_str().unwrap_or(""), 24);
         let last = match &j["last"] {
             Value::Null => "-".to_string(),
-            l => format!(
-                "{} {}",
-                l["outcome"].as_str().unwrap_or("-"),
-                human_ms(ms(&l["duration_ms"]))
+            l => trunc(
+                &format!(
+                    "{} {}",
+                    l["outcome"].as_str().unwrap_or("-"),
+                    human_ms(ms(&l["duration_ms"]))
+                ),
+                18,
             ),
         };
         let slots = j["slots"].as_array().cloned().unwrap_or_default();
         if slots.is_empty() {
-            println!(
-                "{name:<24} {:>4} {:<8} {:<22} {:>8} {:>8} {:>7}  {last}",
+            row!(
+                "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
                 "-",
                 j["state"].as_str().unwrap_or(""),
                 "-",
@@ -169,24 +187,24 @@ fn print_table(jobs: &[Value]) {
                 s["holder"]["host"].as_str().unwrap_or(""),
                 s["holder"]["pid"]
             );
-            println!(
-                "{name:<24} {:>4} {:<8} {:<22} {:>8} {:>8} {:>7}  {last}",
+            row!(
+                "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
                 s["slot"].to_string(),
                 s["state"].as_str().unwrap_or(""),
-                trunc(&holder, 22),
+                trunc(&holder, 20),
                 human_ms(ms(&s["renewed_ago_ms"])),
                 human_ms(ms(&s["expires_in_ms"])),
                 s["token"].to_string()
             );
-            println!(
+            row!(
                 "    since {}, {}: {}",
                 s["since"].as_str().unwrap_or(""),
                 s["verdict"]["liveness"].as_str().unwrap_or(""),
-                trunc(s["verdict"]["reason"].as_str().unwrap_or(""), 60)
+                trunc(s["verdict"]["reason"].as_str().unwrap_or(""), 56)
             );
         }
         if let Some(p) = j["paused"].as_object() {
-            println!(
+            row!(
                 "    paused{} since {}{}",
                 if p["all"].as_bool() == Some(true) {
                     " (all)"
@@ -203,12 +221,12 @@ fn print_table(jobs: &[Value]) {
         let q = &j["queue"];
         let len = q["length"].as_u64().unwrap_or(0);
         if len > 0 {
-            println!(
+            row!(
                 "    queue: {len} waiting, head waited {}",
                 human_ms(ms(&q["head_waited_ms"]))
             );
             for w in q["waiters"].as_array().into_iter().flatten() {
-                println!(
+                row!(
                     "      #{} {}:{} waited {} ({}: {})",
                     w["position"],
                     w["holder"]["host"].as_str().unwrap_or(""),

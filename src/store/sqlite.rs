@@ -11,6 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{types::ValueRef, Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use super::sql::{Backend, Conn, SqlStore, Value};
@@ -18,6 +19,12 @@ use super::{Result, StoreError};
 
 /// How long a write waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Checkpoint the WAL once it holds this many pages. Connections do not
+/// checkpoint on close (a pass is a short-lived process, and each close would
+/// cost two fsyncs), so the first connection after all have closed rebuilds
+/// the WAL index by reading the WAL: keeping it short keeps that cheap.
+const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
 
 /// The schema, one entry per version; each entry migrates from the one
 /// before. `PRAGMA user_version` records how far a store has come.
@@ -184,6 +191,9 @@ impl SqliteStore {
         .map_err(|e| map_err(&shown, e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| map_err(&shown, e))?;
+        // See WAL_AUTOCHECKPOINT_PAGES.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(|e| map_err(&shown, e))?;
         let mut backend = SqliteBackend { conn, path: shown };
         backend.prepare()?;
         Ok(SqlStore { backend })
@@ -193,6 +203,24 @@ impl SqliteStore {
 impl SqliteBackend {
     fn prepare(&mut self) -> Result<()> {
         let shown = self.path.clone();
+        // Refuse a file from a newer jobrun, or someone else's database,
+        // before anything is written to it (switching to WAL rewrites the
+        // header).
+        let known = MIGRATIONS.len() as i64;
+        let (version, has_tables) = self.version_and_tables()?;
+        if version > known {
+            return Err(StoreError::NewerSchema {
+                path: shown,
+                found: version,
+                known,
+            });
+        }
+        if version == 0 && has_tables {
+            return Err(StoreError::Corrupt {
+                path: shown,
+                detail: "it holds tables but no jobrun schema version".into(),
+            });
+        }
         let mode: String = self
             .conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -204,19 +232,12 @@ impl SqliteBackend {
             ));
         }
         self.conn
-            .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            .execute_batch(&format!(
+                "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES};"
+            ))
             .map_err(|e| map_err(&shown, e))?;
-        let known = MIGRATIONS.len() as i64;
-        let version = self.user_version()?;
         if version == known {
             return Ok(());
-        }
-        if version > known {
-            return Err(StoreError::NewerSchema {
-                path: shown,
-                found: version,
-                known,
-            });
         }
         // Migrate forward in one immediate transaction; a racing process
         // that migrated first leaves nothing to do.
@@ -246,9 +267,17 @@ impl SqliteBackend {
         tx.commit().map_err(|e| map_err(&shown, e))
     }
 
-    fn user_version(&self) -> Result<i64> {
+    /// The schema version and whether any table exists, read by one
+    /// statement: read apart, a process migrating the fresh store in
+    /// between made it look like someone else's database.
+    fn version_and_tables(&self) -> Result<(i64, bool)> {
         self.conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), \
+                 (SELECT count(*) FROM sqlite_master)",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? > 0)),
+            )
             .map_err(|e| map_err(&self.path, e))
     }
 

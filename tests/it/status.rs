@@ -1,0 +1,93 @@
+//! `status` for people: every line fits 100 columns, whatever the names,
+//! hosts and reasons; and the JSON carries what the README documents.
+
+use std::time::Duration;
+
+use crate::both_stores;
+use crate::env::{script, TestEnv};
+
+fn human_status_fits_100_columns(env: &TestEnv) {
+    let long = "a".repeat(200);
+    let ready = env.path("ready");
+    let child = script(
+        env,
+        "child.sh",
+        &format!("touch {}; exec sleep 30", ready.display()),
+    );
+    let host = "h".repeat(80);
+    env.start_with(
+        "pass",
+        &["run", &long, "--", &child],
+        &[("JOBRUN_HOST", &host), ("JOBRUN_BOOT_ID", "elsewhere")],
+    );
+    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    assert_eq!(
+        env.run(&["run", "short", "--", "sh", "-c", "exit 3"])
+            .status
+            .code(),
+        Some(3)
+    );
+    let paused = env.run(&["pause", "short", "--reason", &"r".repeat(300)]);
+    assert!(paused.status.success());
+    let out = env.run(&["status"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().count() >= 4, "{text}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    // The row still says what matters.
+    assert!(text.contains("running"), "{text}");
+    assert!(text.contains("unknown: other host"), "{text}");
+    assert!(text.contains("paused"), "{text}");
+    assert!(text.contains("failed"), "{text}");
+}
+
+fn json_status_has_the_documented_fields(env: &TestEnv) {
+    let ready = env.path("ready");
+    let child = script(
+        env,
+        "child.sh",
+        &format!("touch {}; exec sleep 30", ready.display()),
+    );
+    env.start(
+        "pass",
+        &["run", "feeds.poll", "--lease", "7s", "--", &child],
+    );
+    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    let job = env.job("feeds.poll");
+    assert_eq!(job["state"], "running");
+    let slot = &job["slots"][0];
+    for key in [
+        "slot",
+        "state",
+        "token",
+        "pass_id",
+        "holder",
+        "verdict",
+        "since",
+        "held_ms",
+        "renewed_ago_ms",
+        "expires_in_ms",
+        "max_hold_ms",
+        "command",
+    ] {
+        assert!(!slot[key].is_null(), "slot lacks {key}: {slot}");
+    }
+    assert_eq!(slot["verdict"]["liveness"], "alive");
+    assert!(slot["holder"]["child_pid"].as_i64().is_some(), "{slot}");
+    let expires = slot["expires_in_ms"].as_i64().unwrap();
+    assert!((1..=7000).contains(&expires), "{expires}");
+    assert_eq!(slot["command"][0], child.as_str());
+    assert_eq!(job["queue"]["length"], 0);
+    assert!(job["paused"].is_null());
+}
+
+both_stores!(
+    human_status_fits_100_columns,
+    json_status_has_the_documented_fields
+);
