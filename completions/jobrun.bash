@@ -77,13 +77,17 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --help --version run status clear-locks stop-due pause resume history generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -95,13 +99,17 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__clear__subcmd__locks)
-            opts="-h --all --dry-run --force --db --help"
+            opts="-h --all --dry-run --force --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -113,7 +121,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__generate)
-            opts="-h --man --completions --db --help"
+            opts="-h --man --completions --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -128,6 +136,10 @@ _jobrun() {
                     return 0
                     ;;
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -279,7 +291,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__history)
-            opts="-h --limit --json --db --help"
+            opts="-h --limit --json --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -293,6 +305,10 @@ _jobrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -301,7 +317,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__pause)
-            opts="-h --all --reason --db --help"
+            opts="-h --all --reason --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -315,6 +331,10 @@ _jobrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -323,13 +343,17 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__resume)
-            opts="-h --all --db --help"
+            opts="-h --all --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -341,7 +365,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --keep-history --db --help"
+            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --keep-history --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -395,6 +419,10 @@ _jobrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -403,13 +431,17 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__status)
-            opts="-h --json --db --help"
+            opts="-h --json --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -421,7 +453,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__stop__subcmd__due)
-            opts="-h --all --wait --kill-after --dry-run --db --help"
+            opts="-h --all --wait --kill-after --dry-run --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -436,6 +468,10 @@ _jobrun() {
                     return 0
                     ;;
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

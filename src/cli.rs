@@ -26,6 +26,17 @@ pub struct Cli {
     #[arg(long, global = true, env = "JOBRUN_DB", value_name = "PATH|URL")]
     pub db: Option<String>,
 
+    /// Octal mode of the files jobrun creates for a SQLite store (the store,
+    /// holder locks, wake file), e.g. 0660 for a group-shared store.
+    #[arg(
+        long,
+        global = true,
+        env = "JOBRUN_DB_MODE",
+        value_name = "MODE",
+        default_value = "0600"
+    )]
+    pub db_mode: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -74,7 +74,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     if let Command::Generate(g) = &cli.command {
         return cmd::generate::run(g);
     }
-    let spec = settings::store(cli.db.as_deref())?;
+    let spec = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
     match cli.command {
         Command::Run(a) => cmd::run::run(spec, settings::RunSettings::resolve(&a)?),
         Command::Status(a) => cmd::status::run(spec, a),

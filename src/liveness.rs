@@ -265,20 +265,27 @@ pub struct HolderLock {
 }
 
 impl HolderLock {
-    pub fn take(dir: &Path, pass_id: &str) -> std::io::Result<HolderLock> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+    /// Create and lock `<dir>/<pass_id>.lock`, with the store's file and
+    /// directory modes.
+    pub fn take(dir: &Path, pass_id: &str, modes: (u32, u32)) -> std::io::Result<HolderLock> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        if !dir.is_dir() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(modes.1)
+                .create(dir)?;
+            // Past the umask: other users sharing the store probe these locks.
+            fs::set_permissions(dir, fs::Permissions::from_mode(modes.1))?;
+        }
         let path = dir.join(format!("{pass_id}.lock"));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o600)
+            .mode(modes.0)
             .open(&path)?;
+        file.set_permissions(fs::Permissions::from_mode(modes.0))?;
         // SAFETY: flock on an fd we own.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(std::io::Error::last_os_error());
@@ -382,7 +389,7 @@ mod tests {
     #[test]
     fn another_pid_namespace_is_judged_by_the_kernel_lock() {
         let dir = tempfile::tempdir().unwrap();
-        let lock = HolderLock::take(dir.path(), "p1").unwrap();
+        let lock = HolderLock::take(dir.path(), "p1", (0o600, 0o700)).unwrap();
         let mut h = holder_of(Proc { pid: 1, start: 1 }, None);
         h.pid_ns = "pid:[1]".into();
         h.lock_path = Some(lock.path().to_string_lossy().into_owned());

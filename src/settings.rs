@@ -45,25 +45,49 @@ pub fn job_name(name: &str) -> Result<String> {
     Ok(name.to_string())
 }
 
+/// The mode of files jobrun creates beside a SQLite store: octal, owner
+/// read and write at least, no execute bits.
+pub fn file_mode(mode: Option<&str>) -> Result<u32> {
+    let Some(text) = mode else {
+        return Ok(crate::store::DEFAULT_FILE_MODE);
+    };
+    let m = u32::from_str_radix(text.trim().trim_start_matches("0o"), 8).map_err(|_| {
+        anyhow::anyhow!(
+            "invalid --db-mode/JOBRUN_DB_MODE '{text}': expected an octal mode like 0600 or 0660"
+        )
+    })?;
+    if m & !0o666 != 0 || m & 0o600 != 0o600 {
+        bail!(
+            "invalid --db-mode/JOBRUN_DB_MODE '{text}': the owner needs read and write (0600) and \
+             files take no execute or special bits; e.g. 0660 for a group-shared store"
+        );
+    }
+    Ok(m)
+}
+
 /// Where the store is: `--db`/`JOBRUN_DB`, or the default for this user.
-pub fn store(db: Option<&str>) -> Result<StoreSpec> {
+pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
+    let mode = file_mode(mode)?;
     if let Some(db) = db {
         if db.trim().is_empty() {
             bail!(
                 "invalid --db/JOBRUN_DB: it is empty; give a file path or postgres://user@host/db"
             );
         }
-        return Ok(StoreSpec::parse(db));
+        return Ok(StoreSpec::parse(db, mode));
     }
     if nix::unistd::geteuid().is_root() {
-        return Ok(StoreSpec::Sqlite(PathBuf::from(DEFAULT_ROOT_DB)));
+        return Ok(StoreSpec::Sqlite(PathBuf::from(DEFAULT_ROOT_DB), mode));
     }
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")));
     match state {
-        Some(dir) => Ok(StoreSpec::Sqlite(dir.join("jobrun").join("jobrun.db"))),
+        Some(dir) => Ok(StoreSpec::Sqlite(
+            dir.join("jobrun").join("jobrun.db"),
+            mode,
+        )),
         None => bail!("no store given and neither XDG_STATE_HOME nor HOME is set; pass --db PATH"),
     }
 }
@@ -144,6 +168,15 @@ mod tests {
         assert!(job_name("a\nb").is_err());
         assert!(job_name(&"x".repeat(200)).is_ok());
         assert!(job_name(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn file_modes_keep_the_owner_and_refuse_exec_bits() {
+        assert_eq!(file_mode(None).unwrap(), 0o600);
+        assert_eq!(file_mode(Some("0660")).unwrap(), 0o660);
+        assert!(file_mode(Some("0400")).is_err());
+        assert!(file_mode(Some("0700")).is_err());
+        assert!(file_mode(Some("rw")).is_err());
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
-            HolderLock::take(&dir, &pass_id)
+            HolderLock::take(&dir, &pass_id, spec.modes())
                 .with_context(|| format!("cannot create holder lock in {}", dir.display()))?,
         ),
         None => None,
@@ -114,7 +114,17 @@ impl Pass {
             got = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
         }
         match got {
-            Acquire::Acquired(key) => self.run_child(key),
+            Acquire::Acquired(key) => {
+                if !evict.is_empty() {
+                    say!(
+                        "{}: took slot {} with new token {}",
+                        key.job,
+                        key.slot,
+                        key.token
+                    );
+                }
+                self.run_child(key)
+            }
             Acquire::Paused(p) if self.settings.wait.is_none() => {
                 if !self.settings.quiet {
                     say!("{}: {}; skipping", self.label(), paused_line(&p));
@@ -528,18 +538,22 @@ fn paused_line(p: &PauseInfo) -> String {
     }
 }
 
-fn open_wake_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+fn open_wake_file(spec: &StoreSpec, path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mode = spec.modes().0;
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .mode(0o600)
-        .open(path)
+        .mode(mode)
+        .open(path)?;
+    // Past the umask; another user's wake file keeps the mode it has.
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
+    Ok(file)
 }
 
 /// Touch the wake file so waiters on this machine look at once.
 fn wake_waiters(spec: &StoreSpec) {
-    if let Some(Ok(f)) = spec.wake_path().map(|p| open_wake_file(&p)) {
+    if let Some(Ok(f)) = spec.wake_path().map(|p| open_wake_file(spec, &p)) {
         let _ = f.set_modified(std::time::SystemTime::now());
     }
 }
@@ -550,7 +564,7 @@ fn wake_waiters(spec: &StoreSpec) {
 fn watch_wake(spec: &StoreSpec, events: Sender<Event>) {
     use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
     let Some(path) = spec.wake_path() else { return };
-    if open_wake_file(&path).is_err() {
+    if open_wake_file(spec, &path).is_err() {
         return;
     }
     let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC) else {

@@ -51,31 +51,46 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// Where the store lives, as the user named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
-    Sqlite(PathBuf),
+    /// A SQLite file, and the mode of the files jobrun creates for it
+    /// (the store, its holder locks and wake file; 0600 unless configured).
+    Sqlite(PathBuf, u32),
     Postgres(String),
 }
 
+/// Mode of the files jobrun creates beside a SQLite store by default.
+pub const DEFAULT_FILE_MODE: u32 = 0o600;
+
 impl StoreSpec {
-    pub fn parse(s: &str) -> StoreSpec {
+    pub fn parse(s: &str, mode: u32) -> StoreSpec {
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             StoreSpec::Postgres(s.to_string())
         } else {
-            StoreSpec::Sqlite(PathBuf::from(s))
+            StoreSpec::Sqlite(PathBuf::from(s), mode)
         }
+    }
+
+    /// The mode for files jobrun creates, and for its directories (the same
+    /// with search permission wherever reading is allowed).
+    pub fn modes(&self) -> (u32, u32) {
+        let file = match self {
+            StoreSpec::Sqlite(_, mode) => *mode,
+            StoreSpec::Postgres(_) => DEFAULT_FILE_MODE,
+        };
+        (file, file | ((file & 0o444) >> 2))
     }
 
     /// Open a fresh connection. Every thread that writes (the pass, its
     /// renewer) opens its own.
     pub fn open(&self) -> Result<Box<dyn Store>> {
         match self {
-            StoreSpec::Sqlite(p) => Ok(Box::new(sqlite::SqliteStore::open(p)?)),
+            StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open(p, *mode)?)),
             StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open(url)?)),
         }
     }
 
     pub fn reach(&self) -> StoreReach {
         match self {
-            StoreSpec::Sqlite(_) => StoreReach::OneMachine,
+            StoreSpec::Sqlite(..) => StoreReach::OneMachine,
             StoreSpec::Postgres(_) => StoreReach::Fleet,
         }
     }
@@ -84,7 +99,7 @@ impl StoreSpec {
     /// A PostgreSQL store spans kernels, so the source does not apply.
     pub fn lock_dir(&self) -> Option<PathBuf> {
         match self {
-            StoreSpec::Sqlite(p) => Some(sibling(p, "holders")),
+            StoreSpec::Sqlite(p, _) => Some(sibling(p, "holders")),
             StoreSpec::Postgres(_) => None,
         }
     }
@@ -93,7 +108,7 @@ impl StoreSpec {
     /// machine wake at once rather than at their next poll.
     pub fn wake_path(&self) -> Option<PathBuf> {
         match self {
-            StoreSpec::Sqlite(p) => Some(sibling(p, "wake")),
+            StoreSpec::Sqlite(p, _) => Some(sibling(p, "wake")),
             StoreSpec::Postgres(_) => std::env::var_os("XDG_RUNTIME_DIR")
                 .map(PathBuf::from)
                 .or_else(|| Some(std::env::temp_dir()))
@@ -105,7 +120,7 @@ impl StoreSpec {
     /// password).
     pub fn display(&self) -> String {
         match self {
-            StoreSpec::Sqlite(p) => p.display().to_string(),
+            StoreSpec::Sqlite(p, _) => p.display().to_string(),
             StoreSpec::Postgres(url) => postgres::redact(url),
         }
     }

@@ -134,8 +134,14 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // The statement timeout is the server's; a server that vanished
+        // from the network cannot enforce it. TCP keepalives and the user
+        // timeout make the client give up on a silent peer within ~3 s.
         config.keepalives(true);
-        config.keepalives_idle(Duration::from_secs(5));
+        config.keepalives_idle(Duration::from_secs(1));
+        config.keepalives_interval(Duration::from_secs(1));
+        config.keepalives_retries(2);
+        config.tcp_user_timeout(Duration::from_secs(3));
         config.application_name("jobrun");
         config.options(&format!(
             "-c statement_timeout={} -c lock_timeout={}",

@@ -7,7 +7,7 @@
 //! newer jobrun, or a file on a network filesystem is an error naming it.
 
 use std::fs::{self, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -147,7 +147,8 @@ pub struct SqliteBackend {
 pub type SqliteStore = SqlStore<SqliteBackend>;
 
 impl SqliteStore {
-    pub fn open(path: &Path) -> Result<SqliteStore> {
+    /// Open (creating if needed, with `mode`) the store at `path`.
+    pub fn open(path: &Path, mode: u32) -> Result<SqliteStore> {
         let shown = path.display().to_string();
         let other = |e: &dyn std::fmt::Display| StoreError::Other(shown.clone(), e.to_string());
         let dir = match path.parent() {
@@ -157,9 +158,13 @@ impl SqliteStore {
         if !dir.exists() {
             fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(mode | ((mode & 0o444) >> 2))
                 .create(&dir)
                 .map_err(|e| other(&format!("cannot create directory {}: {e}", dir.display())))?;
+            // The umask narrowed the mode; the configured one stands.
+            let dir_mode = mode | ((mode & 0o444) >> 2);
+            fs::set_permissions(&dir, fs::Permissions::from_mode(dir_mode))
+                .map_err(|e| other(&format!("cannot set the mode of {}: {e}", dir.display())))?;
         }
         let st = nix::sys::statfs::statfs(&dir)
             .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
@@ -171,15 +176,17 @@ impl SqliteStore {
             });
         }
         if !path.exists() {
-            // Create it ourselves so it is 0600 from its first byte; SQLite
-            // gives its -wal and -shm files the same mode.
+            // Create it ourselves so it has its mode from its first byte;
+            // SQLite gives its -wal and -shm files the same mode.
             match OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
+                .mode(mode)
                 .open(path)
             {
-                Ok(_) => {}
+                Ok(f) => f
+                    .set_permissions(fs::Permissions::from_mode(mode))
+                    .map_err(|e| other(&format!("cannot set its mode: {e}")))?,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(other(&format!("cannot create: {e}"))),
             }

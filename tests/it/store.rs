@@ -1,0 +1,66 @@
+//! The SQLite store's files: created with 0600 (or the configured mode)
+//! from their first byte, in a directory created for them.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use crate::env::{script, TestEnv};
+
+fn mode_of(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn store_files_are_private_by_default() {
+    let env = TestEnv::sqlite();
+    let db = env.path("new/dir/store.db");
+    let out = env
+        .cmd(&["run", "j", "--", "true"])
+        .env("JOBRUN_DB", &db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode_of(&db), 0o600);
+    assert_eq!(mode_of(&env.path("new/dir")), 0o700);
+}
+
+#[test]
+fn a_configured_mode_holds_past_the_umask() {
+    let env = TestEnv::sqlite();
+    let db = env.path("shared/store.db");
+    let ready = env.path("ready");
+    let child = script(
+        &env,
+        "child.sh",
+        &format!("touch {}; exec sleep 30", ready.display()),
+    );
+    env.start_with(
+        "pass",
+        &["run", "j", "--", &child],
+        &[
+            ("JOBRUN_DB", db.to_str().unwrap()),
+            ("JOBRUN_DB_MODE", "0660"),
+        ],
+    );
+    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    assert_eq!(mode_of(&db), 0o660);
+    assert_eq!(mode_of(&env.path("shared")), 0o770);
+    let holders = env.path("shared/store.db.holders");
+    assert_eq!(mode_of(&holders), 0o770);
+    let lock = std::fs::read_dir(&holders)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(mode_of(&lock), 0o660, "{}", lock.display());
+    let bad = env
+        .cmd(&["run", "j", "--db-mode", "0755", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(125));
+}
