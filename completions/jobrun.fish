@@ -63,7 +63,7 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l dry-run -d
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l force -d 'Also clear locks whose holder is believed alive (logged)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l wait -d 'Wait until the signalled passes released their locks' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l kill-after -d 'With --wait: send KILL to a wrapper still holding this long after TERM' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l kill-after -d 'With --wait: KILL the command of a pass still holding this long after the TERM (its wrapper then reaps it and releases)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l all -d 'Act on every job'

@@ -187,7 +187,8 @@ pub struct StopArgs {
     /// Wait until the signalled passes released their locks.
     #[arg(long, value_name = "DURATION")]
     pub wait: Option<String>,
-    /// With --wait: send KILL to a wrapper still holding this long after TERM.
+    /// With --wait: KILL the command of a pass still holding this long after
+    /// the TERM (its wrapper then reaps it and releases).
     #[arg(long, value_name = "DURATION")]
     pub kill_after: Option<String>,
     /// Print what would be signalled and signal nothing.

@@ -329,6 +329,25 @@ mod tests {
     }
 
     #[test]
+    fn a_window_counts_from_the_last_good_renewal() {
+        // Good renewals for 10 ticks (200 ms, past one 150 ms window), then
+        // one failure: the window runs from the last success, so the lease
+        // is kept.
+        let mut first = vec![Some(Renewal::Renewed); 10];
+        first.push(None);
+        let fake = FakeLease::answering(Some(Renewal::Renewed), first);
+        let (seen, on_exit) = exits();
+        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_secs(60)), on_exit).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while fake.calls() < 14 && seen.lock().unwrap().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(seen.lock().unwrap().is_empty(), "lost after one failure");
+        assert!(fake.calls() >= 14, "{} renewals", fake.calls());
+        assert_eq!(r.stop(), RenewerExit::Stopped);
+    }
+
+    #[test]
     fn failures_for_a_whole_window_lose_the_lease() {
         let fake = FakeLease::answering(None, vec![]);
         let (seen, on_exit) = exits();

@@ -2,7 +2,13 @@
 //! real stores. Behavioural tests run against SQLite and PostgreSQL from one
 //! body (`both_stores!`).
 
+mod badinput;
 mod env;
+mod evidence;
 mod generated;
+mod lease;
+mod operator;
 mod pg;
 mod run;
+mod status;
+mod store;

@@ -1,18 +1,24 @@
 //! `jobrun run`: exit codes, the child's environment, the lease.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::both_stores;
-use crate::env::TestEnv;
+use crate::env::{alive, kill, script, wait_until, TestEnv};
 
 fn exit_codes_pass_through(env: &TestEnv) {
     let code = |args: &[&str]| env.run(args).status.code();
     assert_eq!(code(&["run", "j", "--", "true"]), Some(0));
     assert_eq!(code(&["run", "j", "--", "sh", "-c", "exit 7"]), Some(7));
-    assert_eq!(code(&["run", "j", "--", "sh", "-c", "kill -TERM $$"]), Some(143));
+    assert_eq!(
+        code(&["run", "j", "--", "sh", "-c", "kill -TERM $$"]),
+        Some(143)
+    );
     assert_eq!(code(&["run", "j", "--", "/nonexistent/cmd"]), Some(127));
     assert_eq!(code(&["run", "j", "--", "/etc/hostname"]), Some(126));
-    assert_eq!(code(&["run", "j", "--lease", "1s", "--", "true"]), Some(125));
+    assert_eq!(
+        code(&["run", "j", "--lease", "1s", "--", "true"]),
+        Some(125)
+    );
     // Every pass that reached the store is recorded, nothing left held.
     assert_eq!(env.held("j"), 0);
     let outcomes: Vec<String> = env
@@ -20,7 +26,10 @@ fn exit_codes_pass_through(env: &TestEnv) {
         .iter()
         .map(|p| p["outcome"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(outcomes, ["spawn-failed", "spawn-failed", "killed", "failed", "ok"]);
+    assert_eq!(
+        outcomes,
+        ["spawn-failed", "spawn-failed", "killed", "failed", "ok"]
+    );
 }
 
 fn child_sees_job_token_slot_and_pass(env: &TestEnv) {
@@ -39,4 +48,247 @@ fn child_sees_job_token_slot_and_pass(env: &TestEnv) {
     let _ = Duration::ZERO;
 }
 
-both_stores!(exit_codes_pass_through, child_sees_job_token_slot_and_pass);
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn outcomes(env: &TestEnv, job: &str) -> Vec<String> {
+    env.history(job)
+        .iter()
+        .map(|p| p["outcome"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The process state letter in /proc (None once the pid is gone).
+fn proc_state(pid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 2..].chars().next()
+}
+
+fn more_exit_codes(env: &TestEnv) {
+    let code = |args: &[&str]| env.run(args).status.code();
+    // Any code N passes through, the extremes included.
+    assert_eq!(code(&["run", "j", "--", "false"]), Some(1));
+    assert_eq!(code(&["run", "j", "--", "sh", "-c", "exit 255"]), Some(255));
+    // 128+N for other signals than TERM.
+    assert_eq!(
+        code(&["run", "j", "--", "sh", "-c", "kill -KILL $$"]),
+        Some(137)
+    );
+    assert_eq!(
+        code(&["run", "j", "--", "sh", "-c", "kill -INT $$"]),
+        Some(130)
+    );
+    // Not found on PATH (not only by path), and a directory is not
+    // executable.
+    assert_eq!(
+        code(&["run", "j", "--", "jobrun-no-such-command"]),
+        Some(127)
+    );
+    assert_eq!(code(&["run", "j", "--", "/"]), Some(126));
+    // jobrun's own failure: a settings error, before anything ran.
+    assert_eq!(
+        code(&["run", "--max-hold", "1s", "j", "--", "true"]),
+        Some(125)
+    );
+    assert_eq!(
+        outcomes(env, "j"),
+        [
+            "spawn-failed",
+            "spawn-failed",
+            "killed",
+            "killed",
+            "failed",
+            "failed"
+        ]
+    );
+    assert_eq!(env.held("j"), 0);
+}
+
+/// A child that traps `sig`: it notes the signal, takes a moment to finish,
+/// notes its end, then dies of that same signal.
+fn trapping_child(env: &TestEnv, sig: &str) -> String {
+    script(
+        env,
+        "child.sh",
+        &format!(
+            "echo $$ > child.pid\n\
+             trap 'touch got-{sig}; sleep 0.5; touch child-done; trap - {sig}; kill -{sig} $$' {sig}\n\
+             touch ready\n\
+             i=0\n\
+             while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+        ),
+    )
+}
+
+fn forwarded(env: &TestEnv, sig: i32, name: &str, want: i32) {
+    let child = trapping_child(env, name);
+    let pid = env.start("w", &["run", "j", "--", &child]);
+    assert!(env.wait_for_file("ready", secs(10)));
+    let child_pid = env.pid_in("child.pid");
+    kill(pid as i32, sig);
+    assert_eq!(
+        env.wait_exit(pid, secs(10)),
+        Some(want),
+        "{}",
+        env.stderr_of("w")
+    );
+    // The child saw the signal, and the wrapper exited only after it ended.
+    assert!(env.path(format!("got-{name}").as_str()).exists());
+    assert!(
+        env.path("child-done").exists(),
+        "wrapper exited before its child"
+    );
+    assert!(!alive(child_pid));
+    assert_eq!(outcomes(env, "j"), ["stopped"]);
+    assert_eq!(env.held("j"), 0);
+}
+
+fn term_reaches_the_child_and_the_wrapper_exits_143(env: &TestEnv) {
+    forwarded(env, libc::SIGTERM, "TERM", 143);
+}
+
+fn int_reaches_the_child_and_the_wrapper_exits_130(env: &TestEnv) {
+    forwarded(env, libc::SIGINT, "INT", 130);
+}
+
+fn child_ignoring_term_is_killed_after_kill_after(env: &TestEnv) {
+    let child = script(
+        env,
+        "child.sh",
+        "echo $$ > child.pid\n\
+         trap '' TERM\n\
+         touch ready\n\
+         i=0\n\
+         while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+    );
+    let pid = env.start("w", &["run", "--kill-after", "2s", "j", "--", &child]);
+    assert!(env.wait_for_file("ready", secs(10)));
+    let child_pid = env.pid_in("child.pid");
+    let sent = Instant::now();
+    kill(pid as i32, libc::SIGTERM);
+    assert_eq!(
+        env.wait_exit(pid, secs(10)),
+        Some(137),
+        "{}",
+        env.stderr_of("w")
+    );
+    let took = sent.elapsed();
+    assert!(
+        (secs(2)..secs(3)).contains(&took),
+        "KILL came {took:?} after TERM (--kill-after 2s)"
+    );
+    assert!(!alive(child_pid));
+    assert!(
+        env.stderr_of("w").contains("sending KILL"),
+        "{}",
+        env.stderr_of("w")
+    );
+    assert_eq!(env.held("j"), 0);
+}
+
+fn on_lost_term_stops_the_child_when_the_lease_is_cleared(env: &TestEnv) {
+    let child = trapping_child(env, "TERM");
+    let pid = env.start(
+        "w",
+        &[
+            "run",
+            "--lease",
+            "3s",
+            "--on-lost",
+            "term",
+            "j",
+            "--",
+            &child,
+        ],
+    );
+    assert!(env.wait_for_file("ready", secs(10)));
+    let out = env.run(&["clear-locks", "--force", "j"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The renewer notices at its next tick (every second).
+    assert!(
+        env.wait_for_file("got-TERM", secs(5)),
+        "{}",
+        env.stderr_of("w")
+    );
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(143));
+    let err = env.stderr_of("w");
+    assert_eq!(err.matches("lease lost").count(), 1, "{err}");
+    assert!(err.contains("--on-lost term"), "{err}");
+    assert_eq!(outcomes(env, "j"), ["lost-lease"]);
+}
+
+fn no_zombie_is_left_while_the_wrapper_cleans_up(env: &TestEnv) {
+    // The child exits at once, leaving a process that ignores TERM in its
+    // group: the wrapper spends --kill-after ending it, and during that time
+    // the child it already reaped must not linger as a zombie.
+    let child = script(
+        env,
+        "child.sh",
+        "echo $$ > child.pid\n\
+         trap '' TERM\n\
+         sleep 60 &\n\
+         echo $! > leftover.pid\n\
+         touch ready\n\
+         exit 4",
+    );
+    let pid = env.start("w", &["run", "--kill-after", "3s", "j", "--", &child]);
+    assert!(env.wait_for_file("ready", secs(10)));
+    let child_pid = env.pid_in("child.pid");
+    let leftover = env.pid_in("leftover.pid");
+    assert!(
+        wait_until(secs(2), || proc_state(child_pid).is_none()),
+        "child pid {child_pid} is {:?} while its wrapper runs",
+        proc_state(child_pid)
+    );
+    assert_eq!(
+        env.wait_exit(pid, Duration::ZERO),
+        None,
+        "wrapper did not wait for the group"
+    );
+    assert!(alive(leftover));
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(4));
+    assert!(
+        wait_until(secs(2), || !alive(leftover)),
+        "leftover {leftover} survived"
+    );
+    let err = env.stderr_of("w");
+    assert!(err.contains("left processes"), "{err}");
+    assert!(err.contains("sending KILL"), "{err}");
+}
+
+fn leftovers_of_the_group_end_with_the_pass(env: &TestEnv) {
+    let child = script(
+        env,
+        "child.sh",
+        "sleep 60 &\n\
+         echo $! > leftover.pid\n\
+         touch ready\n\
+         exit 0",
+    );
+    let pid = env.start("w", &["run", "j", "--", &child]);
+    assert!(env.wait_for_file("ready", secs(10)));
+    let leftover = env.pid_in("leftover.pid");
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(0));
+    assert!(
+        wait_until(secs(2), || !alive(leftover)),
+        "leftover {leftover} survived the pass"
+    );
+    assert_eq!(outcomes(env, "j"), ["ok"]);
+}
+
+both_stores!(
+    exit_codes_pass_through,
+    child_sees_job_token_slot_and_pass,
+    more_exit_codes,
+    term_reaches_the_child_and_the_wrapper_exits_143,
+    int_reaches_the_child_and_the_wrapper_exits_130,
+    child_ignoring_term_is_killed_after_kill_after,
+    on_lost_term_stops_the_child_when_the_lease_is_cleared,
+    no_zombie_is_left_while_the_wrapper_cleans_up,
+    leftovers_of_the_group_end_with_the_pass,
+);
