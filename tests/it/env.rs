@@ -307,3 +307,19 @@ macro_rules! both_stores {
         }
     };
 }
+
+/// A child script that touches `<name>.ready` once it runs, then holds until
+/// the test creates `<name>.done`, then runs `after` (may be empty).
+pub fn held_child(env: &TestEnv, name: &str, after: &str) -> String {
+    let ready = env.path(&format!("{name}.ready"));
+    let done = env.path(&format!("{name}.done"));
+    script(
+        env,
+        &format!("{name}.sh"),
+        &format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.05; done; {after}",
+            ready.display(),
+            done.display()
+        ),
+    )
+}

@@ -9,6 +9,7 @@ mod generated;
 mod lease;
 mod operator;
 mod pg;
+mod queue;
 mod run;
 mod status;
 mod store;

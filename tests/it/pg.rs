@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::env::{kill, script, wait_until, TestEnv};
+use crate::env::{held_child, kill, script, wait_until, TestEnv};
 
 /// A PostgreSQL server of this test's own, so it can be stopped and started
 /// without disturbing the other tests. Stopped and removed on drop.
@@ -77,19 +77,10 @@ const OTHER_HOST: [(&str, &str); 2] = [("JOBRUN_HOST", "host-b"), ("JOBRUN_BOOT_
 #[test]
 fn terminated_backend_is_reconnected_and_the_lease_kept() {
     let env = TestEnv::postgres();
-    let ready = env.path("ready");
-    let done = env.path("done");
-    let child = script(
-        &env,
-        "child.sh",
-        &format!(
-            "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
-            ready.display(),
-            done.display()
-        ),
-    );
+    let child = held_child(&env, "child", "");
+    let done = env.path("child.done");
     let pid = env.start("pass", &["run", "j", "--lease", "3s", "--", &child]);
-    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    assert!(env.wait_for_file("child.ready", Duration::from_secs(10)));
     let token = token_of(&env, "j").expect("held");
     // Wait for the first renewal, so the renewer has its own connection.
     assert!(
@@ -146,20 +137,11 @@ fn terminated_backend_is_reconnected_and_the_lease_kept() {
 fn a_short_outage_costs_renewals_not_the_lease() {
     let server = OwnServer::start();
     let env = TestEnv::postgres_on(&server.url);
-    let ready = env.path("ready");
-    let done = env.path("done");
-    let child = script(
-        &env,
-        "child.sh",
-        &format!(
-            "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
-            ready.display(),
-            done.display()
-        ),
-    );
+    let child = held_child(&env, "child", "");
+    let done = env.path("child.done");
     // A 9 s window renewed every 3 s; the server is away for about 4 s.
     let pid = env.start("pass", &["run", "j", "--lease", "9s", "--", &child]);
-    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    assert!(env.wait_for_file("child.ready", Duration::from_secs(10)));
     let token = token_of(&env, "j").expect("held");
     server.halt();
     let down = Instant::now();
@@ -193,19 +175,10 @@ fn a_short_outage_costs_renewals_not_the_lease() {
 fn a_long_outage_loses_the_lease_once_and_another_host_takes_over() {
     let server = OwnServer::start();
     let env = TestEnv::postgres_on(&server.url);
-    let ready = env.path("ready");
-    let done = env.path("done");
-    let child = script(
-        &env,
-        "child.sh",
-        &format!(
-            "touch {}; while [ ! -e {} ]; do sleep 0.05; done; echo finished",
-            ready.display(),
-            done.display()
-        ),
-    );
+    let child = held_child(&env, "child", "echo finished");
+    let done = env.path("child.done");
     let pid = env.start("pass", &["run", "j", "--lease", "3s", "--", &child]);
-    assert!(env.wait_for_file("ready", Duration::from_secs(10)));
+    assert!(env.wait_for_file("child.ready", Duration::from_secs(10)));
     server.halt();
     assert!(
         wait_until(Duration::from_secs(10), || env
