@@ -2,6 +2,7 @@
 //! command under a renewed lease, release only after the child is gone,
 //! record the pass.
 
+use std::collections::HashSet;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use anyhow::{Context, Result};
 
 use crate::cmd::{holder_name, judged};
 use crate::exit;
-use crate::lease::{renew_interval, Holder, LeaseKey, Outcome, PassRecord};
+use crate::lease::{renew_interval, Eviction, Holder, LeaseKey, Outcome, PassRecord};
 use crate::liveness::{
     decide, judge, start_time, this_process, Decision, HolderLock, Identity, Liveness, StoreReach,
 };
@@ -18,7 +19,7 @@ use crate::report::{human_ms, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
 use crate::store::sqlite::local_now_ms;
-use crate::store::{Acquire, AcquireRequest, Enqueue, PauseInfo, Store, StoreSpec};
+use crate::store::{Acquire, AcquireRequest, Attempt, Enqueue, PauseInfo, Store, StoreSpec};
 use crate::supervise::{self, Event};
 
 /// A fresh pass id: 12 random hex digits.
@@ -33,6 +34,31 @@ fn new_pass_id() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A lease the evidence rules free, and the line that says so once freed.
+struct Planned {
+    eviction: Eviction,
+    note: String,
+}
+
+/// Log the evictions that took effect and, when the pass took a slot in the
+/// same transaction, its new token.
+fn report_evictions(plan: &[Planned], attempt: &Attempt) {
+    for p in plan
+        .iter()
+        .filter(|p| attempt.evicted.contains(&p.eviction))
+    {
+        say!("{}", p.note);
+    }
+    if let (false, Acquire::Acquired(key)) = (attempt.evicted.is_empty(), &attempt.result) {
+        say!(
+            "{}: took slot {} with new token {}",
+            key.job,
+            key.slot,
+            key.token
+        );
+    }
+}
+
 struct Pass {
     spec: StoreSpec,
     settings: RunSettings,
@@ -44,6 +70,8 @@ struct Pass {
     sender: Sender<Event>,
     started_ms: i64,
     identity: Identity,
+    /// Holders already warned about (slot, token): alive past their lease.
+    warned: HashSet<(u32, i64)>,
 }
 
 pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
@@ -93,6 +121,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         sender,
         started_ms,
         identity,
+        warned: HashSet::new(),
     };
     let code = pass.go();
     // The kernel lock is evidence until the lease is gone: drop it last.
@@ -106,25 +135,16 @@ impl Pass {
     }
 
     fn go(&mut self) -> Result<i32> {
-        let evict = self.reconcile()?;
-        let mut got = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
+        let plan = self.reconcile()?;
+        let mut got = self.acquire(&plan)?;
         // A dead waiter nobody queues behind would keep every later pass
         // out: judge the queue too, and look again if a ghost was removed.
         if got == Acquire::Full && self.remove_ghosts(i64::MAX)? > 0 {
-            got = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
+            let plan = self.reconcile()?;
+            got = self.acquire(&plan)?;
         }
         match got {
-            Acquire::Acquired(key) => {
-                if !evict.is_empty() {
-                    say!(
-                        "{}: took slot {} with new token {}",
-                        key.job,
-                        key.slot,
-                        key.token
-                    );
-                }
-                self.run_child(key)
-            }
+            Acquire::Acquired(key) => self.run_child(key),
             Acquire::Paused(p) if self.settings.wait.is_none() => {
                 if !self.settings.quiet {
                     say!("{}: {}; skipping", self.label(), paused_line(&p));
@@ -137,15 +157,31 @@ impl Pass {
         }
     }
 
-    /// Judge every holder of the job; return the leases to take away and
-    /// log what the rules decided. Probes run here, outside transactions.
-    fn reconcile(&mut self) -> Result<Vec<crate::lease::Eviction>> {
+    /// Take a slot, evicting what `plan` names.
+    fn acquire(&mut self, plan: &[Planned]) -> Result<Acquire> {
+        let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
+        let attempt = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
+        report_evictions(plan, &attempt);
+        Ok(attempt.result)
+    }
+
+    /// Promote this waiter if its turn has come, evicting what `plan` names.
+    fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
+        let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
+        let attempt = open(&mut self.conn, &self.spec)?.promote(id, &self.req, &evict)?;
+        report_evictions(plan, &attempt);
+        Ok(attempt.result)
+    }
+
+    /// Judge every holder of the job and plan what the rules free, with the
+    /// line to log if it is freed. Probes run here, outside transactions.
+    fn reconcile(&mut self) -> Result<Vec<Planned>> {
         let job = self.settings.job.clone();
         let leases = open(&mut self.conn, &self.spec)?.leases(std::slice::from_ref(&job))?;
-        let mut evict = Vec::new();
+        let mut plan = Vec::new();
         for (l, v) in judged(leases, &self.spec) {
             match decide(&l, &v, false) {
-                Decision::Free(ev) => {
+                Decision::Free(eviction) => {
                     let why = if v.liveness == Liveness::Alive {
                         format!(
                             "held {} past its max hold {} ({v})",
@@ -157,28 +193,32 @@ impl Pass {
                     } else {
                         v.to_string()
                     };
-                    say!(
-                        "{}: freeing slot {} (token {}) of holder {}: {why}",
+                    let note = format!(
+                        "{}: freed slot {} (token {}) of holder {}: {why}",
                         l.job,
                         l.slot,
                         l.token,
                         holder_name(&l)
                     );
-                    evict.push(ev);
+                    plan.push(Planned { eviction, note });
                 }
                 Decision::Keep if l.lapsed() && v.liveness == Liveness::Alive => {
-                    say!(
-                        "{}: warning: lease lapsed {} ago but holder {} is alive ({}); keeping it",
-                        l.job,
-                        human_ms(-l.expires_in_ms),
-                        holder_name(&l),
-                        v.reason
-                    );
+                    // Once per holder, not at every poll of a queued pass.
+                    if self.warned.insert((l.slot, l.token)) {
+                        say!(
+                            "{}: warning: lease lapsed {} ago but holder {} is alive ({}); \
+                             keeping it",
+                            l.job,
+                            human_ms(-l.expires_in_ms),
+                            holder_name(&l),
+                            v.reason
+                        );
+                    }
                 }
                 Decision::Keep => {}
             }
         }
-        Ok(evict)
+        Ok(plan)
     }
 
     /// The slot is held: one line naming the holder, then the conflict code.
@@ -430,20 +470,21 @@ impl Pass {
         )?;
         let mut poll = Duration::from_millis(20);
         let mut position = 0;
-        let mut announced_pause = false;
+        let mut paused = false;
         let result = loop {
-            let evict = self.reconcile()?;
-            match open(&mut self.conn, &self.spec)?.promote(id, &self.req, &evict)? {
+            let plan = self.reconcile()?;
+            match self.promote(id, &plan)? {
                 Acquire::Acquired(key) => break Ok(key),
                 Acquire::Gone => break Err("its queue row was removed (cleared as a ghost)"),
                 Acquire::Paused(p) => {
-                    if !announced_pause {
+                    if !paused {
                         say!("{}: {}; waiting", self.label(), paused_line(&p));
-                        announced_pause = true;
+                        paused = true;
                     }
                 }
                 Acquire::Behind(pos) => {
                     position = pos;
+                    paused = false;
                     if self.remove_ghosts(id)? > 0 {
                         continue;
                     }
@@ -452,7 +493,11 @@ impl Pass {
             }
             let now = Instant::now();
             if now >= deadline {
-                break Err("timed out");
+                break Err(if paused {
+                    "timed out while the job was paused"
+                } else {
+                    "timed out"
+                });
             }
             match self.events.recv_timeout(poll.min(deadline - now)) {
                 Ok(Event::Signal(s)) if s != libc::SIGUSR1 && s != libc::SIGUSR2 => {
@@ -477,8 +522,13 @@ impl Pass {
             Err(why) => {
                 let _ = open(&mut self.conn, &self.spec)?.remove_waiter(id, false);
                 if !self.settings.quiet {
+                    let at = if position > 0 {
+                        format!(" at queue position {position}")
+                    } else {
+                        String::new()
+                    };
                     say!(
-                        "{}: gave up waiting after {} at queue position {position}: {why}",
+                        "{}: gave up waiting after {}{at}: {why}",
                         self.label(),
                         human_ms(arrived.elapsed().as_millis() as i64)
                     );

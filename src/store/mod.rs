@@ -168,6 +168,15 @@ pub struct PauseInfo {
     pub all: bool,
 }
 
+/// What a take or a promotion did: its result, and which of the evictions
+/// asked for removed a row (a holder that released or renewed meanwhile is
+/// not among them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub result: Acquire,
+    pub evicted: Vec<Eviction>,
+}
+
 /// A job the store knows, with what status shows about it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct JobRow {
@@ -192,7 +201,7 @@ pub trait Store: Send {
     /// first if its token (and condition) still holds. Counting, evicting and
     /// taking happen in one transaction, and the fencing token is drawn from
     /// a per-job counter that never goes back.
-    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire>;
+    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
     /// Extend the lease by `lease` from now: false if the row is no longer
     /// ours (compare-and-set on the token).
     fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool>;
@@ -225,7 +234,7 @@ pub trait Store: Send {
     /// Promote waiter `id` if it is within the first free slots' worth of
     /// waiters, in arrival order, and the job is not paused. The waiter row
     /// becomes a lease in the same transaction.
-    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire>;
+    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
     fn renew_waiter(&mut self, id: i64, lease: Duration) -> Result<bool>;
     /// Remove a waiter: its own departure, or a ghost's removal when
     /// `only_if_lapsed` holds.

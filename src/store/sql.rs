@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::{Acquire, AcquireRequest, Enqueue, JobRow, PauseInfo, Result, Store};
+use super::{Acquire, AcquireRequest, Attempt, Enqueue, JobRow, PauseInfo, Result, Store};
 use crate::lease::{
     EvictIf, Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, Proc, WaiterRow,
 };
@@ -242,6 +242,18 @@ fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, now: i64) -> Result<bool
     Ok(n > 0)
 }
 
+/// Apply the evictions whose conditions still hold; return those that
+/// removed a row.
+fn evict_all(c: &mut dyn Conn, job: &str, evict: &[Eviction], now: i64) -> Result<Vec<Eviction>> {
+    let mut done = Vec::new();
+    for ev in evict {
+        if evict_in(c, job, ev, now)? {
+            done.push(ev.clone());
+        }
+    }
+    Ok(done)
+}
+
 /// The slot accounting for a job, read inside the transaction.
 struct Occupancy {
     held: Vec<u32>,
@@ -325,13 +337,12 @@ fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, now: i64) -> Res
 }
 
 impl<B: Backend> Store for SqlStore<B> {
-    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire> {
-        self.backend.write(&mut |c| {
+    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
+        let mut evicted = Vec::new();
+        let result = self.backend.write(&mut |c| {
             let now = c.now_ms()?;
             ensure_job(c, &req.job, now)?;
-            for ev in evict {
-                evict_in(c, &req.job, ev, now)?;
-            }
+            evicted = evict_all(c, &req.job, evict, now)?;
             if let Some(p) = pause_of(c, &req.job)? {
                 return Ok(Acquire::Paused(p));
             }
@@ -346,7 +357,8 @@ impl<B: Backend> Store for SqlStore<B> {
                 occ.lowest_free_slot(),
                 now,
             )?))
-        })
+        })?;
+        Ok(Attempt { result, evicted })
     }
 
     fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool> {
@@ -591,13 +603,12 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Acquire> {
-        self.backend.write(&mut |c| {
+    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
+        let mut evicted = Vec::new();
+        let result = self.backend.write(&mut |c| {
             let now = c.now_ms()?;
             ensure_job(c, &req.job, now)?;
-            for ev in evict {
-                evict_in(c, &req.job, ev, now)?;
-            }
+            evicted = evict_all(c, &req.job, evict, now)?;
             let occ = Occupancy::read(c, &req.job, req.slots)?;
             let Some(rank) = occ.queue.iter().position(|w| *w == id) else {
                 return Ok(Acquire::Gone);
@@ -615,7 +626,8 @@ impl<B: Backend> Store for SqlStore<B> {
                 occ.lowest_free_slot(),
                 now,
             )?))
-        })
+        })?;
+        Ok(Attempt { result, evicted })
     }
 
     fn renew_waiter(&mut self, id: i64, lease: Duration) -> Result<bool> {

@@ -202,7 +202,18 @@ impl SqliteStore {
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| map_err(&shown, e))?;
         let mut backend = SqliteBackend { conn, path: shown };
-        backend.prepare()?;
+        // Switching a new store to WAL and migrating it can report busy at
+        // once, without the busy handler, while another process does the
+        // same: keep trying for as long as the busy timeout.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match backend.prepare() {
+                Err(StoreError::Busy(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => break other?,
+            }
+        }
         Ok(SqlStore { backend })
     }
 }

@@ -244,11 +244,16 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
     );
     // The log names the job, the old holder and why it was judged dead.
     let freed = format!(
-        "jobrun: j: freeing slot 0 (token 1) of holder {host}:{w}: dead: pid {w} is gone; child pid {c} ",
+        "jobrun: j: freed slot 0 (token 1) of holder {host}:{w}: dead: pid {w} is gone; child pid {c} ",
         w = p.wrapper,
         c = p.child
     );
     assert!(err.contains(&freed), "expected {freed:?} in:\n{err}");
+    // ... and the new token it took.
+    assert!(
+        err.contains("jobrun: j: took slot 0 with new token 2"),
+        "no new token in:\n{err}"
+    );
     // The new pass took a fresh token and released; the old one is not
     // recorded as anything it did not do.
     assert_eq!(env.held("j"), 0);
@@ -306,7 +311,7 @@ fn orphaned_child_keeps_the_slot(env: &TestEnv) {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(env.path("next.ran").exists());
     assert!(
-        err.contains("freeing slot 0 (token 1)") && err.contains(": dead: "),
+        err.contains("freed slot 0 (token 1)") && err.contains(": dead: "),
         "{err}"
     );
 }
@@ -414,7 +419,7 @@ fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     assert!(env.path("rival3.ran").exists());
     assert!(
         err.contains(&format!(
-            "freeing slot 0 (token 1) of holder web2:{}: lease lapsed",
+            "freed slot 0 (token 1) of holder web2:{}: lease lapsed",
             p.wrapper
         )) && err.contains("(unknown: other host web2)"),
         "{err}"

@@ -276,7 +276,7 @@ fn abandoned_holder_frees_within_one_window(env: &TestEnv) {
         "freed {after_kill:?} after the holder died"
     );
     assert!(
-        freeing.contains(&format!("freeing slot 0 (token {token})")),
+        freeing.contains(&format!("freed slot 0 (token {token})")),
         "{freeing}"
     );
     assert!(freeing.contains("lease lapsed"), "{freeing}");
