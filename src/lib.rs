@@ -46,7 +46,10 @@ fn usage_error(e: clap::Error) -> i32 {
             exit::OK
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
+            say!(
+                "a command is required: run, status, clear-locks, stop-due, pause, resume or \
+                 history (see jobrun --help)"
+            );
             exit::JOBRUN_FAILED
         }
         _ => {

@@ -182,20 +182,57 @@ pub fn judge(holder: &Holder, me: &Identity, reach: StoreReach) -> Verdict {
     }
 }
 
-/// The process is alive when a pid with the recorded start time exists.
+/// What `/proc` says of a pid.
+enum ProcRead {
+    Gone,
+    Start(u64),
+    /// It may exist, but this process cannot read it (hidepid, EACCES).
+    Unreadable(String),
+}
+
+fn read_proc(pid: i32) -> ProcRead {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => match parse_start_time(&stat) {
+            Some(s) => ProcRead::Start(s),
+            None => ProcRead::Unreadable("unparsable /proc stat".into()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // /proc mounted with hidepid=2 hides other users' processes;
+            // the kernel still answers whether the pid exists. Signal 0
+            // delivers nothing: it only asks.
+            match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+                Err(nix::errno::Errno::ESRCH) => ProcRead::Gone,
+                _ => ProcRead::Unreadable("hidden in /proc".into()),
+            }
+        }
+        Err(e) => ProcRead::Unreadable(e.to_string()),
+    }
+}
+
+/// The process is alive when a pid with the recorded start time exists,
+/// dead when no such process exists, unknown when /proc will not tell.
 fn proc_liveness(p: Proc) -> (Liveness, String) {
-    match start_time(p.pid) {
-        None => (Liveness::Dead, format!("pid {} is gone", p.pid)),
-        Some(s) if s != p.start => (
+    let start = match read_proc(p.pid) {
+        ProcRead::Gone => return (Liveness::Dead, format!("pid {} is gone", p.pid)),
+        ProcRead::Unreadable(why) => {
+            return (
+                Liveness::Unknown,
+                format!("pid {} cannot be read: {why}", p.pid),
+            )
+        }
+        ProcRead::Start(s) => s,
+    };
+    if start != p.start {
+        return (
             Liveness::Dead,
             format!("pid {} start time differs (pid reused)", p.pid),
-        ),
-        // An unreaped zombie has exited; its parent just has not waited yet.
-        Some(_) if matches!(state_of(p.pid), Some('Z') | Some('X')) => {
-            (Liveness::Dead, format!("pid {} has exited", p.pid))
-        }
-        Some(_) => (Liveness::Alive, format!("pid {} is running", p.pid)),
+        );
     }
+    // An unreaped zombie has exited; its parent just has not waited yet.
+    if matches!(state_of(p.pid), Some('Z') | Some('X')) {
+        return (Liveness::Dead, format!("pid {} has exited", p.pid));
+    }
+    (Liveness::Alive, format!("pid {} is running", p.pid))
 }
 
 fn judge_by_pids(holder: &Holder) -> Verdict {
@@ -253,6 +290,18 @@ pub fn probe_lock(path: &str) -> LockProbe {
         LockProbe::Free
     } else {
         LockProbe::Held
+    }
+}
+
+/// Remove the lock file of a holder that is gone, if nothing holds it: the
+/// file is locked while removed, so a live holder's file is never touched.
+pub fn remove_stale_lock(path: &str) {
+    let Ok(file) = OpenOptions::new().read(true).open(path) else {
+        return;
+    };
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        let _ = fs::remove_file(path);
     }
 }
 
@@ -478,6 +527,10 @@ pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignal
     match start_time(p.pid) {
         None => return Err(NotSignalled::Gone),
         Some(s) if s != p.start => return Err(NotSignalled::Reused),
+        // Exited, waiting for its parent to reap it: nothing to signal.
+        Some(_) if matches!(state_of(p.pid), Some('Z') | Some('X')) => {
+            return Err(NotSignalled::Gone)
+        }
         Some(_) => {}
     }
     if dry_run {

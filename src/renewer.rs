@@ -134,7 +134,11 @@ fn renew_until_done<R: Renewable>(
 #[derive(Debug, Clone)]
 pub enum Held {
     Lease(LeaseKey),
-    Waiter(i64),
+    Waiter {
+        id: i64,
+        job: String,
+        pass_id: String,
+    },
 }
 
 /// A lease in a store, renewed on a connection of its own that is dropped
@@ -159,11 +163,22 @@ impl StoreLease {
     fn try_renew(&mut self) -> Result<bool, StoreError> {
         let store = match &mut self.store {
             Some(s) => s,
-            None => self.store.insert(self.spec.open()?),
+            None => self.store.insert(
+                self.spec
+                    .open_for_renewal(crate::lease::renew_interval(self.lease))?,
+            ),
         };
         match &self.held {
             Held::Lease(key) => store.renew(key, self.lease),
-            Held::Waiter(id) => store.renew_waiter(*id, self.lease),
+            Held::Waiter { id, job, pass_id } => {
+                if store.renew_waiter(*id, self.lease)? {
+                    return Ok(true);
+                }
+                // Promoted between two ticks: the row became this pass's
+                // lease, which is not lost; the owner stops this renewer.
+                let leases = store.leases(std::slice::from_ref(job))?;
+                Ok(leases.iter().any(|l| &l.pass_id == pass_id))
+            }
         }
     }
 }

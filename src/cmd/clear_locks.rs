@@ -9,7 +9,7 @@ use crate::cli::ClearArgs;
 use crate::cmd::{holder_name, judged};
 use crate::exit;
 use crate::lease::EvictIf;
-use crate::liveness::{decide, judge, Decision, Identity, Liveness};
+use crate::liveness::{decide, judge, remove_stale_lock, Decision, Identity, Liveness};
 use crate::say;
 use crate::settings::job_name;
 use crate::store::StoreSpec;
@@ -46,6 +46,9 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
                     println!("{head}: would clear: {why}");
                     cleared += 1;
                 } else if store.evict(&l.job, &ev)? {
+                    if let Some(path) = &l.holder.lock_path {
+                        remove_stale_lock(path);
+                    }
                     if forced {
                         say!("{head}: cleared by --force over a live holder");
                     }
@@ -68,19 +71,27 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
             }
         }
     }
-    // Ghost waiters: queue rows whose process is dead.
+    // Ghost waiters: queue rows whose process is dead, or unknown with a
+    // lapsed lease. A live waiter holds nothing; --force leaves it alone.
     let me = Identity::current();
+    let mut ghosts = 0;
     for w in store.waiters(&names)? {
         let v = judge(&w.holder, &me, spec.reach());
-        let ghost = v.liveness == Liveness::Dead || (v.liveness == Liveness::Unknown && w.lapsed());
-        if ghost || a.force {
-            let head = format!(
-                "{} queued pass {} of {}:{} ({v})",
-                w.job, w.pass_id, w.holder.host, w.holder.wrapper.pid
-            );
-            if a.dry_run || store.remove_waiter(w.id, !ghost && !a.force)? {
-                println!("{head}: {would}remove from the queue");
-            }
+        let only_if_lapsed = match v.liveness {
+            Liveness::Dead => false,
+            Liveness::Unknown if w.lapsed() => true,
+            _ => continue,
+        };
+        let head = format!(
+            "{} queued pass {} of {}:{} ({v})",
+            w.job, w.pass_id, w.holder.host, w.holder.wrapper.pid
+        );
+        if a.dry_run {
+            println!("{head}: would remove from the queue");
+            ghosts += 1;
+        } else if store.remove_waiter(w.id, only_if_lapsed)? {
+            println!("{head}: removed from the queue");
+            ghosts += 1;
         }
     }
     let mut summary = format!("{would}clear {cleared}");
@@ -100,6 +111,10 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
         summary.push_str(&format!(", {keep_word} {kept} ({})", reasons.join(", ")));
     } else {
         summary.push_str(&format!(", {keep_word} 0"));
+    }
+    if ghosts > 0 {
+        let verb = if a.dry_run { "would remove" } else { "removed" };
+        summary.push_str(&format!("; {verb} {ghosts} ghost waiter(s)"));
     }
     println!("{summary}");
     Ok(exit::OK)

@@ -12,14 +12,17 @@ use crate::cmd::{holder_name, judged};
 use crate::exit;
 use crate::lease::{renew_interval, Eviction, Holder, LeaseKey, Outcome, PassRecord};
 use crate::liveness::{
-    decide, judge, start_time, this_process, Decision, HolderLock, Identity, Liveness, StoreReach,
+    decide, judge, remove_stale_lock, start_time, this_process, Decision, HolderLock, Identity,
+    Liveness, StoreReach,
 };
 use crate::renewer::{Held, Renewer, RenewerConfig, RenewerExit, StoreLease};
 use crate::report::{human_ms, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
 use crate::store::sqlite::local_now_ms;
-use crate::store::{Acquire, AcquireRequest, Attempt, Enqueue, PauseInfo, Store, StoreSpec};
+use crate::store::{
+    Acquire, AcquireRequest, Attempt, Enqueue, PauseInfo, Store, StoreError, StoreSpec,
+};
 use crate::supervise::{self, Event};
 
 /// A fresh pass id: 12 random hex digits.
@@ -38,6 +41,7 @@ fn new_pass_id() -> String {
 struct Planned {
     eviction: Eviction,
     note: String,
+    lock_path: Option<String>,
 }
 
 /// Log the evictions that took effect and, when the pass took a slot in the
@@ -48,6 +52,9 @@ fn report_evictions(plan: &[Planned], attempt: &Attempt) {
         .filter(|p| attempt.evicted.contains(&p.eviction))
     {
         say!("{}", p.note);
+        if let Some(path) = &p.lock_path {
+            remove_stale_lock(path);
+        }
     }
     if let (false, Acquire::Acquired(key)) = (attempt.evicted.is_empty(), &attempt.result) {
         say!(
@@ -135,8 +142,15 @@ impl Pass {
     }
 
     fn go(&mut self) -> Result<i32> {
-        let plan = self.reconcile()?;
-        let mut got = self.acquire(&plan)?;
+        // Try the slot first: a free job needs no judging. Only when it is
+        // held are its holders judged and the forfeit ones evicted.
+        let mut got = self.acquire(&[])?;
+        if !matches!(got, Acquire::Acquired(_)) {
+            let plan = self.reconcile()?;
+            if !plan.is_empty() {
+                got = self.acquire(&plan)?;
+            }
+        }
         // A dead waiter nobody queues behind would keep every later pass
         // out: judge the queue too, and look again if a ghost was removed.
         if got == Acquire::Full && self.remove_ghosts(i64::MAX)? > 0 {
@@ -200,7 +214,11 @@ impl Pass {
                         l.token,
                         holder_name(&l)
                     );
-                    plan.push(Planned { eviction, note });
+                    plan.push(Planned {
+                        eviction,
+                        note,
+                        lock_path: l.holder.lock_path.clone(),
+                    });
                 }
                 Decision::Keep if l.lapsed() && v.liveness == Liveness::Alive => {
                     // Once per holder, not at every poll of a queued pass.
@@ -223,6 +241,9 @@ impl Pass {
 
     /// The slot is held: one line naming the holder, then the conflict code.
     fn conflict(&mut self) -> Result<i32> {
+        if self.settings.coalesce {
+            self.remove_ghosts(i64::MAX)?;
+        }
         let jobs = std::slice::from_ref(&self.settings.job);
         if self.settings.coalesce {
             let cwd = self.req.cwd.clone();
@@ -279,8 +300,19 @@ impl Pass {
         code: Option<i32>,
         signal: Option<i32>,
     ) -> Result<()> {
+        let pass = self.pass_record(key, outcome, code, signal);
+        Ok(open(&mut self.conn, &self.spec)?.record_pass(&pass, self.settings.keep_history)?)
+    }
+
+    fn pass_record(
+        &self,
+        key: Option<&LeaseKey>,
+        outcome: Outcome,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> PassRecord {
         let ended = local_now_ms();
-        let pass = PassRecord {
+        PassRecord {
             job: self.settings.job.clone(),
             pass_id: self.req.pass_id.clone(),
             token: key.map(|k| k.token),
@@ -293,8 +325,7 @@ impl Pass {
             exit_code: code,
             signal,
             outcome,
-        };
-        Ok(open(&mut self.conn, &self.spec)?.record_pass(&pass, self.settings.keep_history)?)
+        }
     }
 
     /// A terminating signal that arrived before the child existed.
@@ -315,8 +346,7 @@ impl Pass {
         let taken = Instant::now();
         if let Some(sig) = self.pending_stop() {
             say!("{label}: stopped by signal {sig} before the command started");
-            self.release(&key);
-            self.record(Some(&key), Outcome::Stopped, None, Some(sig))?;
+            self.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::SIGNAL_BASE + sig);
         }
         let env = [
@@ -329,23 +359,28 @@ impl Pass {
             Ok(c) => c,
             Err(e) => {
                 say!("{}: {}", self.label(), e.message);
-                self.release(&key);
-                self.record(Some(&key), Outcome::SpawnFailed, Some(e.code), None)?;
+                self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
                 return Ok(e.code);
             }
         };
         // From here until the child is reaped nothing may return early: the
         // child must never run unsupervised.
         let pid = child.id() as i32;
-        if let Some(start) = start_time(pid) {
-            let proc = crate::lease::Proc { pid, start };
-            let recorded = match open(&mut self.conn, &self.spec) {
-                Ok(store) => store.record_child(&key, proc),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = recorded {
-                say!("{label}: could not record child pid {pid}: {e}");
+        // Until its pid is recorded, a command whose wrapper dies would be
+        // judged dead while it runs: a pass that cannot record it stops.
+        let recorded = match start_time(pid) {
+            Some(start) => {
+                let proc = crate::lease::Proc { pid, start };
+                self.with_retries(|store| store.record_child(&key, proc))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
             }
+            None => Err(format!("pid {pid} has no start time")),
+        };
+        let unrecorded = recorded.is_err();
+        if let Err(e) = recorded {
+            say!("{label}: cannot record the command's pid ({e}); stopping the pass");
+            let _ = self.sender.send(Event::Signal(libc::SIGTERM));
         }
         if self.spec.reach() == StoreReach::Fleet {
             self.conn = None;
@@ -359,7 +394,7 @@ impl Pass {
                 let mut child = child;
                 let _ = child.kill();
                 let _ = child.wait();
-                self.release(&key);
+                self.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
                 return Err(e);
             }
         };
@@ -372,8 +407,9 @@ impl Pass {
         );
         let renewer_exit = renewer.stop();
         let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
-        self.release(&key);
-        let outcome = if ended.stopped_by.is_some() {
+        let outcome = if unrecorded {
+            Outcome::Failed
+        } else if ended.stopped_by.is_some() {
             Outcome::Stopped
         } else if lost {
             Outcome::LostLease
@@ -384,7 +420,7 @@ impl Pass {
         } else {
             Outcome::Failed
         };
-        self.record(Some(&key), outcome, ended.code, ended.signal)?;
+        self.finish(&key, outcome, ended.code, ended.signal);
         Ok(ended.exit_code())
     }
 
@@ -393,7 +429,7 @@ impl Pass {
         // Max hold bounds a running pass; a waiter is bounded by --wait.
         let max_hold = match held {
             Held::Lease(_) => self.settings.max_hold,
-            Held::Waiter(_) => Duration::MAX,
+            Held::Waiter { .. } => Duration::MAX,
         };
         let lease = StoreLease::new(self.spec.clone(), held, self.settings.lease);
         let cfg = RenewerConfig {
@@ -412,49 +448,61 @@ impl Pass {
         .context("cannot start the renewer")
     }
 
-    /// Give the slot back. A busy store is retried briefly; if the release
-    /// still fails the lease lapses on its own, and the dead wrapper's
-    /// evidence frees it sooner.
-    fn release(&mut self, key: &LeaseKey) {
+    /// Run `op` on the pass's connection; a failure is retried twice on a
+    /// fresh connection, after 200 ms and then 1 s.
+    fn with_retries<T>(
+        &mut self,
+        mut op: impl FnMut(&mut dyn Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut last = None;
-        for _ in 0..3 {
-            let released = match open(&mut self.conn, &self.spec) {
-                Ok(store) => store.release(key),
+        for pause in [0, 200, 1000] {
+            std::thread::sleep(Duration::from_millis(pause));
+            let done = match open(&mut self.conn, &self.spec) {
+                Ok(store) => op(store.as_mut()),
                 Err(e) => Err(e),
             };
-            match released {
-                Ok(true) => {
-                    wake_waiters(&self.spec);
-                    return;
-                }
-                Ok(false) => {
-                    say!(
-                        "{} slot {}: lock was no longer ours at release (token {})",
-                        key.job,
-                        key.slot,
-                        key.token
-                    );
-                    return;
-                }
+            match done {
+                Ok(v) => return Ok(v),
                 Err(e) => {
-                    // Try again on a fresh connection.
                     self.conn = None;
                     last = Some(e);
                 }
             }
         }
-        if let Some(e) = last {
-            say!(
-                "{} slot {}: release failed, the lease will lapse: {e}",
+        Err(last.expect("at least one attempt"))
+    }
+
+    /// Give the slot back and record the pass, in one transaction. If that
+    /// keeps failing the lease lapses on its own (and the dead wrapper's
+    /// evidence frees it sooner); the pass still exits with its command's
+    /// code.
+    fn finish(&mut self, key: &LeaseKey, outcome: Outcome, code: Option<i32>, signal: Option<i32>) {
+        let pass = self.pass_record(Some(key), outcome, code, signal);
+        let keep = self.settings.keep_history;
+        match self.with_retries(|store| store.release(key, Some((&pass, keep)))) {
+            Ok(true) => wake_waiters(&self.spec),
+            Ok(false) => say!(
+                "{} slot {}: lock was no longer ours at release (token {})",
+                key.job,
+                key.slot,
+                key.token
+            ),
+            Err(e) => say!(
+                "{} slot {}: release failed, the lease will lapse and the pass is not \
+                 recorded: {e}",
                 key.job,
                 key.slot
-            );
+            ),
         }
     }
 
     /// `--wait`: queue FIFO for a slot.
     fn queue(&mut self) -> Result<i32> {
         let wait = self.settings.wait.unwrap_or_default();
+        if self.settings.coalesce {
+            // Never coalesce into a ghost: its work would never run.
+            self.remove_ghosts(i64::MAX)?;
+        }
         let id =
             match open(&mut self.conn, &self.spec)?.enqueue(&self.req, self.settings.coalesce)? {
                 Enqueue::Coalesced(p) => return self.coalesced(&p),
@@ -463,51 +511,80 @@ impl Pass {
         let arrived = Instant::now();
         let deadline = arrived + wait;
         watch_wake(&self.spec, self.sender.clone());
+        let held = Held::Waiter {
+            id,
+            job: self.settings.job.clone(),
+            pass_id: self.req.pass_id.clone(),
+        };
         let renewer = self.start_renewer(
-            Held::Waiter(id),
+            held,
             &format!("{} (queued pass {})", self.settings.job, self.req.pass_id),
             arrived,
         )?;
         let mut poll = Duration::from_millis(20);
         let mut position = 0;
         let mut paused = false;
+        let mut store_failing = false;
         let result = loop {
-            let plan = self.reconcile()?;
-            match self.promote(id, &plan)? {
-                Acquire::Acquired(key) => break Ok(key),
-                Acquire::Gone => break Err("its queue row was removed (cleared as a ghost)"),
-                Acquire::Paused(p) => {
+            match self.queue_step(id) {
+                Ok(Acquire::Acquired(key)) => break Ok(key),
+                Ok(Acquire::Gone) => {
+                    break Err((
+                        "its queue row was removed (cleared as a ghost)",
+                        Outcome::Skipped,
+                    ))
+                }
+                Ok(Acquire::Paused(p)) => {
                     if !paused {
                         say!("{}: {}; waiting", self.label(), paused_line(&p));
                         paused = true;
                     }
                 }
-                Acquire::Behind(pos) => {
+                Ok(Acquire::Behind(pos)) => {
                     position = pos;
                     paused = false;
-                    if self.remove_ghosts(id)? > 0 {
-                        continue;
-                    }
                 }
-                Acquire::Full => {}
+                Ok(Acquire::Full) => {}
+                // A store that is busy or unreachable for a moment costs
+                // this waiter polls, not its place: it keeps waiting (its
+                // renewer keeps the row) and tries a fresh connection.
+                Err(e)
+                    if e.downcast_ref::<StoreError>()
+                        .is_some_and(StoreError::is_transient) =>
+                {
+                    if !store_failing {
+                        say!(
+                            "{}: store unavailable while queued, still waiting: {e:#}",
+                            self.label()
+                        );
+                        store_failing = true;
+                    }
+                    self.conn = None;
+                }
+                Err(e) => {
+                    renewer.stop();
+                    let _ = self.with_retries(|store| store.remove_waiter(id, false));
+                    return Err(e);
+                }
             }
             let now = Instant::now();
             if now >= deadline {
-                break Err(if paused {
+                let why = if paused {
                     "timed out while the job was paused"
                 } else {
                     "timed out"
-                });
+                };
+                break Err((why, Outcome::TimedOut));
             }
             match self.events.recv_timeout(poll.min(deadline - now)) {
                 Ok(Event::Signal(s)) if s != libc::SIGUSR1 && s != libc::SIGUSR2 => {
                     renewer.stop();
-                    let _ = open(&mut self.conn, &self.spec)?.remove_waiter(id, false);
+                    let _ = self.with_retries(|store| store.remove_waiter(id, false));
                     say!("{}: stopped by signal {s} while queued", self.label());
                     self.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::SIGNAL_BASE + s);
                 }
-                Ok(Event::LeaseLost) => break Err("its queue row was lost"),
+                Ok(Event::LeaseLost) => break Err(("its queue row was lost", Outcome::Skipped)),
                 // A release on this machine: look again at once.
                 Ok(_) => poll = Duration::from_millis(20),
                 Err(RecvTimeoutError::Timeout) => {
@@ -517,10 +594,11 @@ impl Pass {
             }
         };
         renewer.stop();
+        self.drop_stale_events();
         match result {
             Ok(key) => self.run_child(key),
-            Err(why) => {
-                let _ = open(&mut self.conn, &self.spec)?.remove_waiter(id, false);
+            Err((why, outcome)) => {
+                let _ = self.with_retries(|store| store.remove_waiter(id, false));
                 if !self.settings.quiet {
                     let at = if position > 0 {
                         format!(" at queue position {position}")
@@ -533,9 +611,41 @@ impl Pass {
                         human_ms(arrived.elapsed().as_millis() as i64)
                     );
                 }
-                self.record_not_run(Outcome::TimedOut)?;
+                self.record_not_run(outcome)?;
                 Ok(self.settings.conflict_exit_code)
             }
+        }
+    }
+
+    /// One look at the queue: judge holders, try to promote; when behind,
+    /// remove the ghosts ahead and look again. A paused job promotes nobody
+    /// but still removes ghosts.
+    fn queue_step(&mut self, id: i64) -> Result<Acquire> {
+        loop {
+            let plan = self.reconcile()?;
+            let got = self.promote(id, &plan)?;
+            let removed = match got {
+                Acquire::Behind(_) => self.remove_ghosts(id)?,
+                Acquire::Paused(_) => self.remove_ghosts(i64::MAX)?,
+                _ => 0,
+            };
+            if removed == 0 || !matches!(got, Acquire::Behind(_)) {
+                return Ok(got);
+            }
+        }
+    }
+
+    /// Events left over from the wait (the waiter renewer's, wake-ups) must
+    /// not reach the pass: only signals are kept.
+    fn drop_stale_events(&mut self) {
+        let mut signals = vec![];
+        while let Ok(e) = self.events.try_recv() {
+            if let Event::Signal(s) = e {
+                signals.push(s);
+            }
+        }
+        for s in signals {
+            let _ = self.sender.send(Event::Signal(s));
         }
     }
 
@@ -589,15 +699,19 @@ fn paused_line(p: &PauseInfo) -> String {
 }
 
 fn open_wake_file(spec: &StoreSpec, path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let mode = spec.modes().0;
+    // Never through a symlink: the file may sit in a shared directory.
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
-    // Past the umask; another user's wake file keeps the mode it has.
-    let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
+    // Past the umask, and only on our own file.
+    if file.metadata()?.uid() == nix::unistd::geteuid().as_raw() {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
+    }
     Ok(file)
 }
 

@@ -11,8 +11,8 @@ use anyhow::Result;
 use crate::cli::StopArgs;
 use crate::cmd::holder_name;
 use crate::exit;
-use crate::lease::{LeaseKey, LeaseRow, Proc};
-use crate::liveness::{signal_verified, Identity};
+use crate::lease::{LeaseRow, Proc};
+use crate::liveness::{decide, judge, signal_verified, Decision, Identity, Liveness, NotSignalled};
 use crate::say;
 use crate::settings::{duration, job_name};
 use crate::store::StoreSpec;
@@ -67,6 +67,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     let mut store = spec.open()?;
     let me = Identity::current();
     let mut signalled: Vec<(LeaseRow, Proc)> = Vec::new();
+    let mut failed = 0;
     for l in store.leases(&names)? {
         let head = format!(
             "{} slot {} token {} held by {}",
@@ -86,6 +87,12 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                     println!("{head}: {verb} {what} pid {} (TERM)", p.pid);
                     signalled.push((l, p));
                 }
+                // Verified, yet the signal failed (EPERM: another user's
+                // pass): it still runs, and the caller must know.
+                Err(NotSignalled::Failed(e)) => {
+                    println!("{head}: could not signal {what} pid {}: {e}", p.pid);
+                    failed += 1;
+                }
                 Err(e) => println!("{head}: not signalled: {e}"),
             },
             Err(why) => println!("{head}: not signalled: {why}"),
@@ -96,47 +103,94 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         return Ok(exit::OK);
     }
     println!("signaled {} in-flight job process(es)", signalled.len());
+    if failed > 0 {
+        println!("could not signal {failed} in-flight job process(es)");
+    }
     let Some(wait) = wait else {
-        return Ok(exit::OK);
+        return Ok(if failed > 0 {
+            exit::INCOMPLETE
+        } else {
+            exit::OK
+        });
     };
     let sent = Instant::now();
     let deadline = sent + wait;
     let mut killed = false;
     loop {
-        let held: Vec<LeaseKey> = store.leases(&names)?.iter().map(|l| l.key()).collect();
-        let remaining: Vec<&(LeaseRow, Proc)> = signalled
+        let current = store.leases(&names)?;
+        let mut remaining: Vec<&LeaseRow> = current
             .iter()
-            .filter(|(l, _)| held.contains(&l.key()))
+            .filter(|l| signalled.iter().any(|(s, _)| s.key() == l.key()))
             .collect();
+        // A pass whose holder is now dead (an orphaned pass whose command
+        // was stopped; a wrapper whose release failed) releases nothing by
+        // itself: free it by the evidence rules, as clear-locks would.
+        let mut freed = 0;
+        for l in &remaining {
+            let v = judge(&l.holder, &me, spec.reach());
+            if let Decision::Free(ev) = decide(l, &v, false) {
+                if v.liveness == Liveness::Dead && store.evict(&l.job, &ev)? {
+                    println!(
+                        "{} slot {} token {}: freed, its holder is dead ({v})",
+                        l.job, l.slot, l.token
+                    );
+                    freed += 1;
+                }
+            }
+        }
+        if freed > 0 {
+            continue;
+        }
         if remaining.is_empty() {
             println!(
                 "all {} signalled pass(es) released their locks",
                 signalled.len()
             );
-            return Ok(exit::OK);
+            return Ok(if failed > 0 {
+                exit::INCOMPLETE
+            } else {
+                exit::OK
+            });
         }
         if let Some(k) = kill_after {
             if !killed && sent.elapsed() >= k {
                 killed = true;
-                for (l, p) in &remaining {
-                    // KILL the child: its wrapper then reaps and releases.
-                    // A hung wrapper with no child left gets the KILL itself.
-                    let target = l.holder.child.unwrap_or(*p);
-                    match signal_verified(target, libc::SIGKILL, false) {
+                for l in &remaining {
+                    // KILL the command as the store records it now: its
+                    // wrapper then reaps it, ends what is left of its group
+                    // and releases. A wrapper is never KILLed: its command
+                    // would run on unsupervised.
+                    let Some(child) = l.holder.child else {
+                        say!(
+                            "{} slot {}: still held {} after TERM, no command recorded; \
+                             not escalating",
+                            l.job,
+                            l.slot,
+                            humantime::format_duration(k)
+                        );
+                        continue;
+                    };
+                    match signal_verified(child, libc::SIGKILL, false) {
                         Ok(()) => say!(
                             "{} slot {}: still held {} after TERM; sent KILL to pid {}",
                             l.job,
                             l.slot,
                             humantime::format_duration(k),
-                            target.pid
+                            child.pid
                         ),
-                        Err(e) => say!("{} slot {}: cannot KILL: {e}", l.job, l.slot),
+                        Err(e) => say!(
+                            "{} slot {}: cannot KILL pid {}: {e}",
+                            l.job,
+                            l.slot,
+                            child.pid
+                        ),
                     }
                 }
             }
         }
         if Instant::now() >= deadline {
-            for (l, _) in &remaining {
+            remaining.sort_by_key(|l| (l.job.clone(), l.slot));
+            for l in &remaining {
                 println!(
                     "still held after {}: {} slot {} token {} by {}",
                     humantime::format_duration(wait),

@@ -88,6 +88,20 @@ impl StoreSpec {
         }
     }
 
+    /// A connection for a renewer ticking every `interval`: a busy SQLite
+    /// store fails the tick after at most one interval, so the next tick
+    /// tries again well inside the window instead of one wait eating it.
+    pub fn open_for_renewal(&self, interval: Duration) -> Result<Box<dyn Store>> {
+        match self {
+            StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open_with(
+                p,
+                *mode,
+                interval.min(sqlite::BUSY_TIMEOUT),
+            )?)),
+            StoreSpec::Postgres(_) => self.open(),
+        }
+    }
+
     pub fn reach(&self) -> StoreReach {
         match self {
             StoreSpec::Sqlite(..) => StoreReach::OneMachine,
@@ -112,7 +126,7 @@ impl StoreSpec {
             StoreSpec::Postgres(_) => std::env::var_os("XDG_RUNTIME_DIR")
                 .map(PathBuf::from)
                 .or_else(|| Some(std::env::temp_dir()))
-                .map(|d| d.join("jobrun-postgres.wake")),
+                .map(|d| d.join(format!("jobrun-postgres-{}.wake", nix::unistd::geteuid()))),
         }
     }
 
@@ -207,8 +221,10 @@ pub trait Store: Send {
     fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool>;
     /// Record the child process once it has been spawned.
     fn record_child(&mut self, key: &LeaseKey, child: Proc) -> Result<bool>;
-    /// Give the slot back: false if the row is no longer ours.
-    fn release(&mut self, key: &LeaseKey) -> Result<bool>;
+    /// Give the slot back, and record the pass (pruning its job's history
+    /// to `keep`) in the same transaction: false if the row was no longer
+    /// ours. The pass is recorded either way.
+    fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool>;
     /// Remove a lease taken away by someone else (clear-locks, takeover),
     /// if its condition still holds.
     fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool>;

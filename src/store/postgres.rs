@@ -160,8 +160,22 @@ impl PgStore {
 }
 
 impl PgBackend {
+    /// Create the schema on first use. A store already at this version is
+    /// only read, so a role with no CREATE privilege (SELECT, INSERT,
+    /// UPDATE, DELETE on the tables) works once an owner has created it.
     fn migrate(&mut self) -> Result<()> {
         let shown = self.shown.clone();
+        let found = self.version()?;
+        if found == Some(SCHEMA_VERSION) {
+            return Ok(());
+        }
+        if let Some(found) = found.filter(|v| *v > SCHEMA_VERSION) {
+            return Err(StoreError::NewerSchema {
+                path: shown,
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
         let mut tx = self.client.transaction().map_err(|e| map_err(&shown, e))?;
         // Two first users racing to create the schema take turns.
         tx.execute("SELECT pg_advisory_xact_lock(4242424242)", &[])
@@ -169,23 +183,34 @@ impl PgBackend {
         tx.batch_execute("CREATE TABLE IF NOT EXISTS jobrun_schema (version BIGINT NOT NULL)")
             .map_err(|e| map_err(&shown, e))?;
         let found: Option<i64> = tx
-            .query_opt("SELECT max(version) FROM jobrun_schema", &[])
+            .query_one("SELECT max(version) FROM jobrun_schema", &[])
             .map_err(|e| map_err(&shown, e))?
-            .and_then(|r| r.get(0));
-        let found = found.unwrap_or(0);
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema {
-                path: shown,
-                found,
-                known: SCHEMA_VERSION,
-            });
-        }
-        if found < 1 {
+            .get(0);
+        if found.unwrap_or(0) < 1 {
             tx.batch_execute(SCHEMA).map_err(|e| map_err(&shown, e))?;
             tx.execute("INSERT INTO jobrun_schema (version) VALUES (1)", &[])
                 .map_err(|e| map_err(&shown, e))?;
         }
         tx.commit().map_err(|e| map_err(&shown, e))
+    }
+
+    /// The schema version, or `None` before the first use.
+    fn version(&mut self) -> Result<Option<i64>> {
+        let shown = self.shown.clone();
+        let exists: bool = self
+            .client
+            .query_one("SELECT to_regclass('jobrun_schema') IS NOT NULL", &[])
+            .map_err(|e| map_err(&shown, e))?
+            .get(0);
+        if !exists {
+            return Ok(None);
+        }
+        let v: Option<i64> = self
+            .client
+            .query_one("SELECT max(version) FROM jobrun_schema", &[])
+            .map_err(|e| map_err(&shown, e))?
+            .get(0);
+        Ok(Some(v.unwrap_or(0)))
     }
 
     fn run<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
@@ -345,10 +370,14 @@ impl Conn for PgTx<'_, '_> {
 /// reconnects next tick); a timeout or lock wait is `Busy`; anything else is
 /// reported as it is.
 fn map_err(shown: &str, e: postgres::Error) -> StoreError {
-    let detail = match e.source() {
-        Some(src) => format!("{e}: {src}"),
-        None => e.to_string(),
-    };
+    // One line: the server's message (without its DETAIL and HINT lines),
+    // or the client error and its cause.
+    let detail = match (e.as_db_error(), e.source()) {
+        (Some(db), _) => format!("{}: {}", db.severity(), db.message()),
+        (None, Some(src)) if !e.to_string().contains(&src.to_string()) => format!("{e}: {src}"),
+        _ => e.to_string(),
+    }
+    .replace('\n', " ");
     if e.is_closed() {
         return StoreError::Unreachable(shown.into(), detail);
     }

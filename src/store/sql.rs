@@ -242,6 +242,35 @@ fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, now: i64) -> Result<bool
     Ok(n > 0)
 }
 
+/// Record a pass and prune its job's history to the last `keep` passes.
+fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32) -> Result<()> {
+    c.exec(
+        "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+             duration_ms, exit_code, signal, outcome) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        &[
+            p.job.as_str().into(),
+            p.pass_id.as_str().into(),
+            p.token.into(),
+            p.slot.into(),
+            p.host.as_str().into(),
+            p.pid.into(),
+            p.started_at_ms.into(),
+            p.ended_at_ms.into(),
+            p.duration_ms.into(),
+            p.exit_code.into(),
+            p.signal.into(),
+            p.outcome.as_str().into(),
+        ],
+    )?;
+    c.exec(
+        "DELETE FROM history WHERE job = $1 AND id <= \
+             (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        &[p.job.as_str().into(), keep.into()],
+    )?;
+    Ok(())
+}
+
 /// Apply the evictions whose conditions still hold; return those that
 /// removed a row.
 fn evict_all(c: &mut dyn Conn, job: &str, evict: &[Eviction], now: i64) -> Result<Vec<Eviction>> {
@@ -396,12 +425,15 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn release(&mut self, key: &LeaseKey) -> Result<bool> {
+    fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool> {
         self.backend.write(&mut |c| {
             let n = c.exec(
                 "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
                 &[key.job.as_str().into(), key.slot.into(), key.token.into()],
             )?;
+            if let Some((p, keep)) = pass {
+                insert_pass(c, p, keep)?;
+            }
             Ok(n > 0)
         })
     }
@@ -455,31 +487,7 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.write(&mut |c| {
             let now = c.now_ms()?;
             ensure_job(c, &p.job, now)?;
-            c.exec(
-                "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-                 duration_ms, exit_code, signal, outcome) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                &[
-                    p.job.as_str().into(),
-                    p.pass_id.as_str().into(),
-                    p.token.into(),
-                    p.slot.into(),
-                    p.host.as_str().into(),
-                    p.pid.into(),
-                    p.started_at_ms.into(),
-                    p.ended_at_ms.into(),
-                    p.duration_ms.into(),
-                    p.exit_code.into(),
-                    p.signal.into(),
-                    p.outcome.as_str().into(),
-                ],
-            )?;
-            c.exec(
-                "DELETE FROM history WHERE job = $1 AND id <= \
-                 (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-                &[p.job.as_str().into(), keep.into()],
-            )?;
-            Ok(())
+            insert_pass(c, p, keep)
         })
     }
 

@@ -149,6 +149,11 @@ pub type SqliteStore = SqlStore<SqliteBackend>;
 impl SqliteStore {
     /// Open (creating if needed, with `mode`) the store at `path`.
     pub fn open(path: &Path, mode: u32) -> Result<SqliteStore> {
+        SqliteStore::open_with(path, mode, BUSY_TIMEOUT)
+    }
+
+    /// As `open`, waiting at most `busy` for another process's transaction.
+    pub fn open_with(path: &Path, mode: u32, busy: Duration) -> Result<SqliteStore> {
         let shown = path.display().to_string();
         let other = |e: &dyn std::fmt::Display| StoreError::Other(shown.clone(), e.to_string());
         let dir = match path.parent() {
@@ -196,8 +201,7 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| map_err(&shown, e))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| map_err(&shown, e))?;
+        conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
         // See WAL_AUTOCHECKPOINT_PAGES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| map_err(&shown, e))?;
@@ -205,7 +209,7 @@ impl SqliteStore {
         // Switching a new store to WAL and migrating it can report busy at
         // once, without the busy handler, while another process does the
         // same: keep trying for as long as the busy timeout.
-        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let deadline = std::time::Instant::now() + busy;
         loop {
             match backend.prepare() {
                 Err(StoreError::Busy(_)) if std::time::Instant::now() < deadline => {

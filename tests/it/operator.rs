@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::both_stores;
-use crate::env::{alive, script, wait_until, TestEnv, BIN};
+use crate::env::{alive, kill, script, wait_until, TestEnv, BIN};
 use crate::evidence::{dump_store, kill_pass, slot, start_pass, text, WEB2};
 
 /// A line of clear-locks output without what may move between two runs:
@@ -519,7 +519,31 @@ fn upgrade_script_stops_when_a_pass_holds_on(env: &TestEnv) {
     assert_eq!(env.job("feeds.poll")["paused"]["reason"], "upgrade");
 }
 
+/// An orphaned pass (wrapper SIGKILLed, command running on) has nobody to
+/// release its lock: stop-due stops the command and, once its holder is
+/// dead, frees the lock itself, so --wait returns instead of timing out.
+fn stop_due_wait_frees_an_orphaned_pass(env: &TestEnv) {
+    let p = start_pass(env, "j", "orphan", "60s", &[]);
+    kill(p.wrapper as i32, libc::SIGKILL);
+    assert!(wait_until(Duration::from_secs(5), || !alive(
+        p.wrapper as i32
+    )));
+    assert!(alive(p.child), "the command should run on");
+    assert_eq!(slot(env, "j")["state"], "orphaned");
+    let out = env.run(&["stop-due", "--all", "--wait", "10s"]);
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+    assert!(said.contains("orphaned child"), "{said}");
+    assert!(said.contains("freed, its holder is dead"), "{said}");
+    assert!(
+        env.path("orphan.termed").exists(),
+        "TERM never reached the command"
+    );
+    assert_eq!(env.held("j"), 0);
+}
+
 both_stores!(
+    stop_due_wait_frees_an_orphaned_pass,
     clear_locks_clears_dead_keeps_alive_and_dry_run_changes_nothing,
     stop_due_stops_verified_passes_and_waits_for_releases,
     pause_resume_round_trip,

@@ -343,3 +343,49 @@ fn a_host_with_a_fast_clock_cannot_steal_a_live_lease() {
     assert_eq!(job["slots"][0]["holder"]["host"], "host-a");
     kill(wrapper as i32, libc::SIGTERM);
 }
+
+#[test]
+fn a_role_with_table_privileges_only_can_run_passes() {
+    let env = TestEnv::postgres();
+    // The owner's first use creates the schema.
+    assert_eq!(env.run(&["run", "j", "--", "true"]).status.code(), Some(0));
+    let role = format!("jobrun_dml_{}", std::process::id());
+    let dbname = env.db.rsplit('/').next().unwrap().to_string();
+    let mut admin = postgres::Client::connect(&env.db, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN; \
+             GRANT CONNECT ON DATABASE {dbname} TO {role}; \
+             GRANT USAGE ON SCHEMA public TO {role}; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};"
+        ))
+        .unwrap();
+    let url = env
+        .db
+        .replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+    let out = env
+        .cmd(&["run", "j", "--", "true"])
+        .env("JOBRUN_DB", &url)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let status = env
+        .cmd(&["status", "--json"])
+        .env("JOBRUN_DB", &url)
+        .output()
+        .unwrap();
+    // Drop the role before asserting, so a failure leaves nothing behind.
+    drop(admin);
+    let mut admin = postgres::Client::connect(&env.db, postgres::NoTls).unwrap();
+    let _ = admin.batch_execute(&format!(
+        "REASSIGN OWNED BY {role} TO postgres; DROP OWNED BY {role}; DROP ROLE {role};"
+    ));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert_eq!(env.history("j").len(), 2);
+}
