@@ -392,6 +392,61 @@ fn sigkilled_last_waiter_does_not_block_later_runs(env: &TestEnv) {
     assert_eq!(env.job("q")["queue"]["length"], 0);
 }
 
+/// A ghost (a SIGKILLed identical waiter) must not absorb a --coalesce
+/// newcomer: its work would never run. The newcomer removes it and queues,
+/// also while the job is paused (when nothing else looks at the queue).
+fn coalesce_never_joins_a_ghost(env: &TestEnv) {
+    create_store(env);
+    assert!(env.run(&["pause", "q"]).status.success());
+    let args = ["run", "--wait", "60s", "--coalesce", "q", "--", "true"];
+    let b = env.start("b", &args);
+    wait_queued(env, "q", b);
+    kill(b as i32, libc::SIGKILL);
+    assert_eq!(env.wait_exit(b, LONG), Some(137));
+    let c = env.start("c", &args);
+    wait_queued(env, "q", c);
+    assert!(env.run(&["resume", "q"]).status.success());
+    assert_eq!(exit_of(env, c), Some(0), "{}", env.stderr_of("c"));
+    let err = env.stderr_of("c");
+    assert!(!err.contains("coalesced"), "joined a ghost: {err}");
+    assert!(err.contains("removed queued pass"), "{err}");
+    let ok = env
+        .history("q")
+        .iter()
+        .filter(|p| p["outcome"] == "ok")
+        .count();
+    assert_eq!(ok, 1, "the newcomer's pass did not run");
+}
+
+/// clear-locks --force evicts live holders, never live waiters: they hold
+/// nothing, and an operator clearing one hung pass must not empty the queue.
+fn clear_locks_force_leaves_live_waiters(env: &TestEnv) {
+    create_store(env);
+    let hold = script(
+        env,
+        "hold.sh",
+        "while [ ! -e release.a ]; do sleep 0.02; done",
+    );
+    let a = env.start("a", &["run", "q", "--", &hold]);
+    wait_visible(env, "q", a);
+    let b = env.start("b", &["run", "--wait", "60s", "q", "--", "true"]);
+    wait_queued(env, "q", b);
+    let out = env.run(&["clear-locks", "--force", "q"]);
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("cleared 1"), "{said}");
+    assert!(!said.contains("queued pass"), "touched the waiter: {said}");
+    // The waiter was not removed: it runs once the slot is free.
+    assert_eq!(exit_of(env, b), Some(0), "{}", env.stderr_of("b"));
+    assert!(
+        !env.stderr_of("b").contains("removed"),
+        "{}",
+        env.stderr_of("b")
+    );
+    release(env, "a");
+    assert_eq!(exit_of(env, a), Some(0));
+}
+
 fn coalesce_joins_only_a_queued_pass(env: &TestEnv) {
     create_store(env);
     // Every pass holds until the test creates release.<its token>.
@@ -683,6 +738,8 @@ fn smallest_slots_among_holders_and_waiters_binds(env: &TestEnv) {
 }
 
 both_stores!(
+    coalesce_never_joins_a_ghost,
+    clear_locks_force_leaves_live_waiters,
     five_passes_two_slots_run_in_arrival_order,
     ten_waiters_run_in_arrival_order,
     fifty_waiters_never_overshoot_three_slots,
