@@ -71,20 +71,24 @@ printf '%-34s %10s\n' "store" "median ms"
 printf '%-34s %10s\n' "SQLite" "$j" "PostgreSQL (loopback)" "$p"
 
 echo
-echo "== concurrent renewing passes on one server (lease 3s, 20 s each)"
+echo "== concurrent renewing passes on one server (lease 3s, 20 s each, started 5 ms apart)"
 sustain() { # N: start N passes of distinct jobs, each renewing for 20 s
   local n=$1 dir=$work/sustain-$1 i
   mkdir -p "$dir"
   for i in $(seq 1 "$n"); do
-    "$bin" run --lease 3s "s$n.$i" -- sleep 20 2>"$dir/$i.err" &
+    ( "$bin" run --lease 3s "s$n.$i" -- sleep 20 2>"$dir/$i.err"; echo $? >"$dir/$i.rc" ) &
+    sleep 0.005
   done
   wait
-  local failed lost
+  local failed lost ran startfail
   failed=$(cat "$dir"/*.err | grep -c "renewal failed" || true)
   lost=$(cat "$dir"/*.err | grep -c "lease lost" || true)
-  local ran
+  startfail=$(cat "$dir"/*.rc | grep -cvx 0 || true)
   ran=$(psql -qtA "$JOBRUN_DB" -c "SELECT count(*) FROM history WHERE job LIKE 's$n.%' AND outcome = 'ok'")
-  printf '%-10s %8s %16s %12s\n' "$n" "$ran" "$failed" "$lost"
+  printf '%-10s %8s %14s %16s %12s\n' "$n" "$ran" "$startfail" "$failed" "$lost"
+  if [ "$startfail" -gt 0 ]; then
+    echo "  first start failure: $(grep -h jobrun: "$dir"/*.err | head -1)"
+  fi
 }
-printf '%-10s %8s %16s %12s\n' "passes" "ran ok" "renewal failures" "lost leases"
-for n in ${SUSTAIN:-50 100 200 400}; do sustain "$n"; done
+printf '%-10s %8s %14s %16s %12s\n' "passes" "ran ok" "failed start" "renewal failures" "lost leases"
+for n in ${SUSTAIN:-100 200 400 600}; do sustain "$n"; done
