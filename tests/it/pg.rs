@@ -389,3 +389,49 @@ fn a_role_with_table_privileges_only_can_run_passes() {
     );
     assert_eq!(env.history("j").len(), 2);
 }
+
+#[test]
+fn a_waiter_keeps_its_place_through_a_server_restart() {
+    let server = OwnServer::start();
+    let env = TestEnv::postgres_on(&server.url);
+    let holder = held_child(&env, "holder", "");
+    let h = env.start("holder", &["run", "--lease", "9s", "j", "--", &holder]);
+    assert!(env.wait_for_file("holder.ready", Duration::from_secs(10)));
+    let w = env.start(
+        "waiter",
+        &["run", "--lease", "9s", "--wait", "60s", "j", "--", "true"],
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || env.job("j")["queue"]["length"]
+            == 1),
+        "the waiter never queued"
+    );
+    server.halt();
+    assert!(
+        wait_until(Duration::from_secs(10), || env
+            .stderr_of("waiter")
+            .contains("store unavailable while queued")),
+        "the waiter did not notice the outage: {}",
+        env.stderr_of("waiter")
+    );
+    server.restart();
+    std::fs::write(env.path("holder.done"), "").unwrap();
+    assert_eq!(
+        env.wait_exit(h, Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        env.stderr_of("holder")
+    );
+    assert_eq!(
+        env.wait_exit(w, Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        env.stderr_of("waiter")
+    );
+    let outcomes: Vec<Value> = env
+        .history("j")
+        .iter()
+        .map(|p| p["outcome"].clone())
+        .collect();
+    assert_eq!(outcomes, ["ok", "ok"], "the waiter's pass did not run");
+}
