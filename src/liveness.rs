@@ -69,19 +69,19 @@ pub fn start_time(pid: i32) -> Option<u64> {
     parse_start_time(&stat)
 }
 
-/// Field 22 of `/proc/PID/stat`. The command name (field 2) may contain
-/// spaces and parentheses, so fields are counted after the last `)`.
+/// Field 22 of `/proc/PID/stat`.
 pub fn parse_start_time(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After ")" come field 3 (state) onwards; start time is field 22.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    parse_stat(stat).map(|(_, start)| start)
 }
 
-/// The process-state letter (field 3) of `/proc/PID/stat`.
-fn state_of(pid: i32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().next()?.chars().next()
+/// Fields 3 (the state letter) and 22 (the start time) of `/proc/PID/stat`.
+/// The command name (field 2) may contain spaces and parentheses, so
+/// fields are counted after the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, u64)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
 }
 
 /// This process as evidence.
@@ -182,18 +182,25 @@ pub fn judge(holder: &Holder, me: &Identity, reach: StoreReach) -> Verdict {
     }
 }
 
-/// What `/proc` says of a pid.
+/// What `/proc` says of a pid, from one read of its stat file.
 enum ProcRead {
     Gone,
-    Start(u64),
+    /// It exists; `exited` when it is a zombie waiting to be reaped.
+    Present {
+        start: u64,
+        exited: bool,
+    },
     /// It may exist, but this process cannot read it (hidepid, EACCES).
     Unreadable(String),
 }
 
 fn read_proc(pid: i32) -> ProcRead {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => match parse_start_time(&stat) {
-            Some(s) => ProcRead::Start(s),
+        Ok(stat) => match parse_stat(&stat) {
+            Some((state, start)) => ProcRead::Present {
+                start,
+                exited: matches!(state, 'Z' | 'X'),
+            },
             None => ProcRead::Unreadable("unparsable /proc stat".into()),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -212,7 +219,7 @@ fn read_proc(pid: i32) -> ProcRead {
 /// The process is alive when a pid with the recorded start time exists,
 /// dead when no such process exists, unknown when /proc will not tell.
 fn proc_liveness(p: Proc) -> (Liveness, String) {
-    let start = match read_proc(p.pid) {
+    let (start, exited) = match read_proc(p.pid) {
         ProcRead::Gone => return (Liveness::Dead, format!("pid {} is gone", p.pid)),
         ProcRead::Unreadable(why) => {
             return (
@@ -220,7 +227,7 @@ fn proc_liveness(p: Proc) -> (Liveness, String) {
                 format!("pid {} cannot be read: {why}", p.pid),
             )
         }
-        ProcRead::Start(s) => s,
+        ProcRead::Present { start, exited } => (start, exited),
     };
     if start != p.start {
         return (
@@ -229,15 +236,14 @@ fn proc_liveness(p: Proc) -> (Liveness, String) {
         );
     }
     // An unreaped zombie has exited; its parent just has not waited yet.
-    if matches!(state_of(p.pid), Some('Z') | Some('X')) {
+    if exited {
         return (Liveness::Dead, format!("pid {} has exited", p.pid));
     }
     (Liveness::Alive, format!("pid {} is running", p.pid))
 }
 
 fn judge_by_pids(holder: &Holder) -> Verdict {
-    let (wrapper, wrapper_reason) = proc_liveness(holder.wrapper);
-    let (mut wrapper, mut wrapper_reason) = (wrapper, wrapper_reason);
+    let (mut wrapper, mut wrapper_reason) = proc_liveness(holder.wrapper);
     // The kernel lock is a second opinion on the wrapper: a held lock proves
     // it alive even if /proc is hidden from us.
     if wrapper != Liveness::Alive {
@@ -524,14 +530,12 @@ pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignal
     }
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
-    match start_time(p.pid) {
-        None => return Err(NotSignalled::Gone),
-        Some(s) if s != p.start => return Err(NotSignalled::Reused),
+    match read_proc(p.pid) {
+        ProcRead::Gone | ProcRead::Unreadable(_) => return Err(NotSignalled::Gone),
+        ProcRead::Present { start, .. } if start != p.start => return Err(NotSignalled::Reused),
         // Exited, waiting for its parent to reap it: nothing to signal.
-        Some(_) if matches!(state_of(p.pid), Some('Z') | Some('X')) => {
-            return Err(NotSignalled::Gone)
-        }
-        Some(_) => {}
+        ProcRead::Present { exited: true, .. } => return Err(NotSignalled::Gone),
+        ProcRead::Present { .. } => {}
     }
     if dry_run {
         return Ok(());
