@@ -159,6 +159,15 @@ fn five_passes_two_slots_run_in_arrival_order(env: &TestEnv) {
             &["run", "--slots", "2", "--wait", "60s", "q", "--", &pass, &n],
         );
         wait_visible(env, "q", pid);
+        if i < 2 {
+            // The first two take a slot at once: let each child write its
+            // start line before the next pass exists, so that two children
+            // racing to append cannot reorder what the queue did not order.
+            assert!(
+                wait_until(LONG, || starts(env).len() > i),
+                "pass {i} never started"
+            );
+        }
         pids.push(pid);
     }
     let (running, queued) = holders(&env.job("q"));
