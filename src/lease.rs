@@ -40,11 +40,9 @@ pub struct Holder {
     pub pid_ns: String,
     /// The `jobrun run` process that holds the lease.
     pub wrapper: Proc,
-    /// The child command, once it has been spawned.
+    /// The command's process, forked and put on record before it may
+    /// exec; its pid is also the id of the pass's process group.
     pub child: Option<Proc>,
-    /// A file the wrapper keeps locked (flock) for as long as it lives; any
-    /// process sharing the kernel can probe it, whatever its PID namespace.
-    pub lock_path: Option<String>,
 }
 
 /// Identifies one lease: the job, the slot, and the fencing token under
@@ -258,7 +256,6 @@ mod tests {
                 pid_ns: "n".into(),
                 wrapper: Proc { pid: 1, start: 1 },
                 child: None,
-                lock_path: None,
             },
             argv: vec![],
             cwd: "/".into(),

@@ -7,6 +7,7 @@
 //! stderr and exit code 125.
 
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod exit;
 pub mod lease;
@@ -14,6 +15,7 @@ pub mod liveness;
 pub mod renewer;
 pub mod report;
 pub mod settings;
+pub mod spawn;
 pub mod store;
 pub mod supervise;
 

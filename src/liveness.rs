@@ -12,7 +12,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -33,6 +33,18 @@ pub const HOST_ENV: &str = "JOBRUN_HOST";
 pub const BOOT_ID_ENV: &str = "JOBRUN_BOOT_ID";
 
 impl Identity {
+    /// This machine's boot id (or `JOBRUN_BOOT_ID`).
+    pub fn boot_id() -> String {
+        std::env::var(BOOT_ID_ENV)
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| {
+                fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default()
+            })
+    }
+
     pub fn current() -> Identity {
         let host = std::env::var(HOST_ENV)
             .ok()
@@ -43,14 +55,7 @@ impl Identity {
                     .and_then(|h| h.into_string().ok())
                     .unwrap_or_else(|| "unknown-host".into())
             });
-        let boot_id = std::env::var(BOOT_ID_ENV)
-            .ok()
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| {
-                fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_default()
-            });
+        let boot_id = Identity::boot_id();
         let pid_ns = fs::read_link("/proc/self/ns/pid")
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
@@ -62,26 +67,48 @@ impl Identity {
     }
 }
 
+/// What one read of `/proc/PID/stat` says: state letter, parent, process
+/// group and start time (clock ticks since boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub start: u64,
+}
+
+impl Stat {
+    /// Exited, waiting for its parent to reap it.
+    pub fn exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+/// Parse `/proc/PID/stat`. The command name (field 2) may contain spaces
+/// and parentheses, so fields are counted after the last `)`.
+pub fn parse_stat(stat: &str) -> Option<Stat> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let start = fields.nth(16)?.parse().ok()?;
+    Some(Stat {
+        state,
+        ppid,
+        pgrp,
+        start,
+    })
+}
+
+/// `/proc/PID/stat` of `pid`, parsed; `None` when it cannot be read.
+pub fn stat(pid: i32) -> Option<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// The start time of `pid` in clock ticks since boot, or `None` when no
 /// such process exists (or `/proc` cannot tell).
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_time(&stat)
-}
-
-/// Field 22 of `/proc/PID/stat`.
-pub fn parse_start_time(stat: &str) -> Option<u64> {
-    parse_stat(stat).map(|(_, start)| start)
-}
-
-/// Fields 3 (the state letter) and 22 (the start time) of `/proc/PID/stat`.
-/// The command name (field 2) may contain spaces and parentheses, so
-/// fields are counted after the last `)`.
-fn parse_stat(stat: &str) -> Option<(char, u64)> {
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+    stat(pid).map(|s| s.start)
 }
 
 /// This process as evidence.
@@ -90,6 +117,57 @@ pub fn this_process() -> Proc {
     Proc {
         pid,
         start: start_time(pid).unwrap_or(0),
+    }
+}
+
+/// The processes of group `pgid` that have not exited, as far as `/proc`
+/// shows them, and whether any exited member (a zombie) was seen. `None`
+/// when `/proc` cannot be listed.
+fn group_scan(pgid: i32) -> Option<(Vec<i32>, bool)> {
+    let mut live = vec![];
+    let mut zombies = false;
+    for e in fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        match stat(pid) {
+            Some(s) if s.pgrp == pgid && s.exited() => zombies = true,
+            Some(s) if s.pgrp == pgid => live.push(pid),
+            _ => {}
+        }
+    }
+    live.sort_unstable();
+    Some((live, zombies))
+}
+
+/// What is left of process group `pgid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Group {
+    /// Members that have not exited, lowest pid first.
+    Runs(Vec<i32>),
+    /// No member runs (exited members waiting to be reaped count as gone).
+    Empty,
+    /// The kernel says the group has members this process cannot see.
+    Hidden,
+}
+
+/// Whether a process of group `pgid` still runs. Members that have exited
+/// but wait for a slow init to reap them count as gone.
+pub fn group(pgid: i32) -> Group {
+    let scan = group_scan(pgid);
+    if let Some((live, _)) = &scan {
+        if !live.is_empty() {
+            return Group::Runs(live.clone());
+        }
+    }
+    // Signal 0 delivers nothing: it asks whether any member exists.
+    // SAFETY: kill(2) with signal 0.
+    let exists = unsafe { libc::kill(-pgid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    match scan {
+        _ if !exists => Group::Empty,
+        Some((_, true)) => Group::Empty,
+        _ => Group::Hidden,
     }
 }
 
@@ -117,7 +195,8 @@ impl Liveness {
 pub struct Verdict {
     pub liveness: Liveness,
     pub reason: String,
-    /// The wrapper is dead but the child lives on: the pass is orphaned.
+    /// The wrapper is dead but the child, or another process of the pass's
+    /// group, lives on: the pass is orphaned.
     pub orphaned: bool,
 }
 
@@ -127,6 +206,14 @@ impl Verdict {
             liveness,
             reason: reason.into(),
             orphaned: false,
+        }
+    }
+
+    fn orphaned(reason: String) -> Verdict {
+        Verdict {
+            liveness: Liveness::Alive,
+            reason,
+            orphaned: true,
         }
     }
 }
@@ -146,129 +233,179 @@ pub enum StoreReach {
     Fleet,
 }
 
-/// Judge a recorded holder from this process's point of view.
-pub fn judge(holder: &Holder, me: &Identity, reach: StoreReach) -> Verdict {
-    if holder.boot_id != me.boot_id {
-        if reach == StoreReach::OneMachine && holder.host == me.host {
-            return Verdict::new(Liveness::Dead, "recorded on a previous boot");
+/// Everything a judgement needs besides the row: who is judging, how far
+/// the store reaches, and where holders keep their kernel locks.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    pub me: Identity,
+    pub reach: StoreReach,
+    pub lock_dir: Option<PathBuf>,
+}
+
+impl Evidence {
+    pub fn new(me: Identity, reach: StoreReach, lock_dir: Option<PathBuf>) -> Evidence {
+        Evidence {
+            me,
+            reach,
+            lock_dir,
         }
-        return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host));
     }
-    if holder.pid_ns == me.pid_ns {
-        return judge_by_pids(holder);
+
+    /// The kernel lock of pass `pass_id`, if the store keeps them and the
+    /// id is one jobrun could have made.
+    fn lock_of(&self, pass_id: &str) -> Option<PathBuf> {
+        let dir = self.lock_dir.as_ref()?;
+        valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.lock")))
     }
-    // Same kernel, another PID namespace (a container): the pids mean
-    // nothing here, but the wrapper's kernel lock does.
-    match holder.lock_path.as_deref().map(probe_lock) {
-        Some(LockProbe::Held) => Verdict::new(
-            Liveness::Alive,
-            format!("wrapper holds its lock (pid namespace {})", holder.pid_ns),
-        ),
-        Some(LockProbe::Free) if holder.child.is_none() => Verdict::new(
-            Liveness::Dead,
-            "wrapper's lock is free and no child was started",
-        ),
-        Some(LockProbe::Free) => Verdict::new(
-            Liveness::Unknown,
-            format!(
-                "wrapper's lock is free; child pid {} is in another pid namespace",
-                holder.child.map(|c| c.pid).unwrap_or_default()
+
+    /// Judge the recorded holder of pass `pass_id` from this process's
+    /// point of view.
+    pub fn judge(&self, holder: &Holder, pass_id: &str) -> Verdict {
+        let me = &self.me;
+        if holder.boot_id != me.boot_id {
+            if self.reach == StoreReach::OneMachine && holder.host == me.host {
+                return Verdict::new(Liveness::Dead, "recorded on a previous boot");
+            }
+            return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host));
+        }
+        let lock = self.lock_of(pass_id);
+        if holder.pid_ns == me.pid_ns {
+            return judge_by_pids(holder, lock.as_deref());
+        }
+        // Same kernel, another PID namespace (a container): the pids mean
+        // nothing here, but the wrapper's kernel lock does.
+        match lock.as_deref().map(probe_lock) {
+            Some(LockProbe::Held) => Verdict::new(
+                Liveness::Alive,
+                format!("wrapper holds its lock (pid namespace {})", holder.pid_ns),
             ),
-        ),
-        _ => Verdict::new(
-            Liveness::Unknown,
-            format!("other pid namespace {}", holder.pid_ns),
-        ),
+            Some(LockProbe::Free) if holder.child.is_none() => Verdict::new(
+                Liveness::Dead,
+                "wrapper's lock is free and no child was started",
+            ),
+            Some(LockProbe::Free) => Verdict::new(
+                Liveness::Unknown,
+                format!(
+                    "wrapper's lock is free; child pid {} is in another pid namespace",
+                    holder.child.map(|c| c.pid).unwrap_or_default()
+                ),
+            ),
+            _ => Verdict::new(
+                Liveness::Unknown,
+                format!("other pid namespace {}", holder.pid_ns),
+            ),
+        }
     }
 }
 
-/// What `/proc` says of a pid, from one read of its stat file.
-enum ProcRead {
+/// A pass id as jobrun makes them: 12 lowercase hex digits. Anything else
+/// read from a row names no file.
+pub fn valid_pass_id(id: &str) -> bool {
+    id.len() == 12 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// What `/proc` says of a recorded process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ProcState {
+    Running,
+    /// Exited, not yet reaped: its pid (and group id) are not reusable yet.
+    Exited,
     Gone,
-    /// It exists; `exited` when it is a zombie waiting to be reaped.
-    Present {
-        start: u64,
-        exited: bool,
-    },
+    /// The pid now belongs to another process.
+    Reused,
     /// It may exist, but this process cannot read it (hidepid, EACCES).
     Unreadable(String),
 }
 
-fn read_proc(pid: i32) -> ProcRead {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => match parse_stat(&stat) {
-            Some((state, start)) => ProcRead::Present {
-                start,
-                exited: matches!(state, 'Z' | 'X'),
-            },
-            None => ProcRead::Unreadable("unparsable /proc stat".into()),
+fn read_proc(p: Proc) -> ProcState {
+    match fs::read_to_string(format!("/proc/{}/stat", p.pid)) {
+        Ok(text) => match parse_stat(&text) {
+            Some(s) if s.start != p.start => ProcState::Reused,
+            Some(s) if s.exited() => ProcState::Exited,
+            Some(_) => ProcState::Running,
+            None => ProcState::Unreadable("unparsable /proc stat".into()),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // /proc mounted with hidepid=2 hides other users' processes;
             // the kernel still answers whether the pid exists. Signal 0
             // delivers nothing: it only asks.
-            match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-                Err(nix::errno::Errno::ESRCH) => ProcRead::Gone,
-                _ => ProcRead::Unreadable("hidden in /proc".into()),
+            match nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid), None) {
+                Err(nix::errno::Errno::ESRCH) => ProcState::Gone,
+                _ => ProcState::Unreadable("hidden in /proc".into()),
             }
         }
-        Err(e) => ProcRead::Unreadable(e.to_string()),
+        Err(e) => ProcState::Unreadable(e.to_string()),
     }
 }
 
 /// The process is alive when a pid with the recorded start time exists,
 /// dead when no such process exists, unknown when /proc will not tell.
-fn proc_liveness(p: Proc) -> (Liveness, String) {
-    let (start, exited) = match read_proc(p.pid) {
-        ProcRead::Gone => return (Liveness::Dead, format!("pid {} is gone", p.pid)),
-        ProcRead::Unreadable(why) => {
-            return (
-                Liveness::Unknown,
-                format!("pid {} cannot be read: {why}", p.pid),
-            )
-        }
-        ProcRead::Present { start, exited } => (start, exited),
-    };
-    if start != p.start {
-        return (
+fn proc_liveness(p: Proc, state: &ProcState) -> (Liveness, String) {
+    match state {
+        ProcState::Running => (Liveness::Alive, format!("pid {} is running", p.pid)),
+        ProcState::Exited => (Liveness::Dead, format!("pid {} has exited", p.pid)),
+        ProcState::Gone => (Liveness::Dead, format!("pid {} is gone", p.pid)),
+        ProcState::Reused => (
             Liveness::Dead,
             format!("pid {} start time differs (pid reused)", p.pid),
-        );
+        ),
+        ProcState::Unreadable(why) => (
+            Liveness::Unknown,
+            format!("pid {} cannot be read: {why}", p.pid),
+        ),
     }
-    // An unreaped zombie has exited; its parent just has not waited yet.
-    if exited {
-        return (Liveness::Dead, format!("pid {} has exited", p.pid));
-    }
-    (Liveness::Alive, format!("pid {} is running", p.pid))
 }
 
-fn judge_by_pids(holder: &Holder) -> Verdict {
-    let (mut wrapper, mut wrapper_reason) = proc_liveness(holder.wrapper);
+fn judge_by_pids(holder: &Holder, lock: Option<&Path>) -> Verdict {
+    let (mut wrapper, mut wrapper_reason) =
+        proc_liveness(holder.wrapper, &read_proc(holder.wrapper));
     // The kernel lock is a second opinion on the wrapper: a held lock proves
     // it alive even if /proc is hidden from us.
     if wrapper != Liveness::Alive {
-        if let Some(LockProbe::Held) = holder.lock_path.as_deref().map(probe_lock) {
+        if let Some(LockProbe::Held) = lock.map(probe_lock) {
             wrapper = Liveness::Alive;
             wrapper_reason = format!("wrapper pid {} holds its lock", holder.wrapper.pid);
         }
     }
-    let child = holder.child.map(proc_liveness);
-    match (wrapper, child) {
-        (Liveness::Alive, _) => Verdict::new(Liveness::Alive, wrapper_reason),
-        (_, Some((Liveness::Alive, _))) => {
-            let mut v = Verdict::new(
-                Liveness::Alive,
-                format!(
-                    "wrapper pid {} is gone but child pid {} runs on",
-                    holder.wrapper.pid,
-                    holder.child.map(|c| c.pid).unwrap_or_default()
-                ),
-            );
-            v.orphaned = true;
-            v
-        }
-        (Liveness::Dead, None) => Verdict::new(Liveness::Dead, wrapper_reason),
-        (Liveness::Dead, Some((Liveness::Dead, child_reason))) => Verdict::new(
+    if wrapper == Liveness::Alive {
+        return Verdict::new(Liveness::Alive, wrapper_reason);
+    }
+    let Some(child) = holder.child else {
+        return Verdict::new(wrapper, wrapper_reason);
+    };
+    let child_state = read_proc(child);
+    let (child_live, child_reason) = proc_liveness(child, &child_state);
+    if child_live == Liveness::Alive {
+        return Verdict::orphaned(format!(
+            "wrapper pid {} is gone but child pid {} runs on",
+            holder.wrapper.pid, child.pid
+        ));
+    }
+    // The pass is its whole process group, whose id is the child's pid. A
+    // group id is not reused while the group has members, so once the
+    // child is gone (or exited, unreaped) any process still in that group
+    // is of this pass. A pid reused by another process means the group
+    // emptied first.
+    let group_verdict = match child_state {
+        ProcState::Gone | ProcState::Exited => match group(child.pid) {
+            Group::Runs(members) => {
+                return Verdict::orphaned(format!(
+                    "wrapper pid {} and child pid {} are gone but pid {} of its process group \
+                     runs on",
+                    holder.wrapper.pid, child.pid, members[0]
+                ))
+            }
+            Group::Hidden => Some(format!(
+                "process group {} has members this process cannot see",
+                child.pid
+            )),
+            Group::Empty => None,
+        },
+        _ => None,
+    };
+    match (wrapper, child_live, group_verdict) {
+        (_, _, Some(why)) => Verdict::new(Liveness::Unknown, why),
+        (Liveness::Dead, Liveness::Dead, None) => Verdict::new(
             Liveness::Dead,
             format!("{wrapper_reason}; child {child_reason}"),
         ),
@@ -276,7 +413,7 @@ fn judge_by_pids(holder: &Holder) -> Verdict {
     }
 }
 
-/// What probing a holder's kernel lock file says.
+/// What probing a holder's lock file says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockProbe {
     Held,
@@ -284,10 +421,38 @@ pub enum LockProbe {
     Missing,
 }
 
+/// Open a file beside the store without following a symlink and without
+/// blocking (a FIFO planted there opens at once and is refused below), and
+/// only when it is a regular file.
+fn open_regular(dir: Option<&File>, path: &Path, flags: i32) -> Option<File> {
+    use std::ffi::CString;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let fd = match dir {
+        Some(d) => {
+            let name = CString::new(path.file_name()?.as_bytes()).ok()?;
+            // SAFETY: openat with a NUL-terminated name and a dir fd we own.
+            unsafe { libc::openat(d.as_raw_fd(), name.as_ptr(), flags, 0o600) }
+        }
+        None => {
+            let name = CString::new(path.as_os_str().as_bytes()).ok()?;
+            // SAFETY: open with a NUL-terminated path.
+            unsafe { libc::open(name.as_ptr(), flags, 0o600) }
+        }
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh fd we own.
+    let file = unsafe { File::from_raw_fd(fd) };
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
 /// Probe a holder's lock file: held means its wrapper lives. The probe takes
 /// a shared lock for an instant and drops it, so it never blocks the holder.
-pub fn probe_lock(path: &str) -> LockProbe {
-    let Ok(file) = OpenOptions::new().read(true).open(path) else {
+pub fn probe_lock(path: &Path) -> LockProbe {
+    let Some(file) = open_regular(None, path, libc::O_RDONLY) else {
         return LockProbe::Missing;
     };
     // SAFETY: flock on an fd we own; no memory is involved.
@@ -299,63 +464,160 @@ pub fn probe_lock(path: &str) -> LockProbe {
     }
 }
 
-/// Remove the lock file of a holder that is gone, if nothing holds it: the
+/// Remove the lock file of a pass that is gone, if nothing holds it: the
 /// file is locked while removed, so a live holder's file is never touched.
-pub fn remove_stale_lock(path: &str) {
-    let Ok(file) = OpenOptions::new().read(true).open(path) else {
+/// Only a regular file of this user in the store's holders directory, named
+/// for a valid pass id, is ever unlinked; a row names nothing here.
+pub fn remove_stale_lock(lock_dir: &Path, pass_id: &str) {
+    use std::os::unix::fs::MetadataExt;
+    if !valid_pass_id(pass_id) {
+        return;
+    }
+    let Ok(dir) = open_dir(lock_dir) else { return };
+    let name = format!("{pass_id}.lock");
+    let Some(file) = open_regular(Some(&dir), Path::new(&name), libc::O_RDONLY) else {
         return;
     };
+    let Ok(meta) = file.metadata() else { return };
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return;
+    }
     // SAFETY: flock on an fd we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        let _ = fs::remove_file(path);
+        let _ = nix::unistd::unlinkat(
+            Some(dir.as_raw_fd()),
+            name.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
     }
 }
 
+/// Open the holders directory without following a symlink, and only if it
+/// is a directory owned by this user or root that others cannot write
+/// beyond `dir_mode`.
+fn open_dir(dir: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: {e} (it must be a directory, not a symlink)",
+                    dir.display()
+                ),
+            )
+        })?;
+    let meta = file.metadata()?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is owned by uid {}, neither this user nor root; refusing it",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    Ok(file)
+}
+
 /// The lock a live wrapper holds on its file beside the store. The file is
-/// opened close-on-exec, so the child does not inherit the lock: it proves
+/// opened close-on-exec, so the command does not inherit the lock: it proves
 /// the wrapper alive, nothing else. Dropping it unlocks and removes the file.
 pub struct HolderLock {
-    path: std::path::PathBuf,
-    _file: File,
+    dir: File,
+    name: String,
+    file: File,
 }
 
 impl HolderLock {
     /// Create and lock `<dir>/<pass_id>.lock`, with the store's file and
-    /// directory modes.
+    /// directory modes. The directory is created if missing, and refused if
+    /// it is a symlink, not a directory, owned by another user (not root),
+    /// or writable by others beyond the configured mode.
     pub fn take(dir: &Path, pass_id: &str, modes: (u32, u32)) -> std::io::Result<HolderLock> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-        if !dir.is_dir() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(modes.1)
-                .create(dir)?;
-            // Past the umask: other users sharing the store probe these locks.
-            fs::set_permissions(dir, fs::Permissions::from_mode(modes.1))?;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        if !valid_pass_id(pass_id) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("invalid pass id {pass_id:?}"),
+            ));
         }
-        let path = dir.join(format!("{pass_id}.lock"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(modes.0)
-            .open(&path)?;
+        match fs::DirBuilder::new().mode(modes.1).create(dir) {
+            Ok(()) => {
+                // Past the umask: other users sharing the store probe these.
+                let d = open_dir(dir)?;
+                d.set_permissions(fs::Permissions::from_mode(modes.1))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let d = open_dir(dir)?;
+        let mode = d.metadata()?.mode() & 0o7777;
+        if mode & 0o022 & !modes.1 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} has mode {mode:04o}: writable by others than --db-mode allows; \
+                     refusing it",
+                    dir.display()
+                ),
+            ));
+        }
+        let name = format!("{pass_id}.lock");
+        let cname = std::ffi::CString::new(name.as_str()).expect("hex has no NUL");
+        // A fresh name: a file already there was not made by this pass.
+        // SAFETY: openat with a NUL-terminated name and a dir fd we own.
+        let fd = unsafe {
+            libc::openat(
+                d.as_raw_fd(),
+                cname.as_ptr(),
+                libc::O_RDWR
+                    | libc::O_CREAT
+                    | libc::O_EXCL
+                    | libc::O_NOFOLLOW
+                    | libc::O_NONBLOCK
+                    | libc::O_CLOEXEC,
+                modes.0 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd we own.
+        let file = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         file.set_permissions(fs::Permissions::from_mode(modes.0))?;
         // SAFETY: flock on an fd we own.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(HolderLock { path, _file: file })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(HolderLock { dir: d, name, file })
     }
 }
 
 impl Drop for HolderLock {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        use std::os::unix::fs::MetadataExt;
+        // Unlink only the entry that is still our file.
+        let ours = self.file.metadata().ok().map(|m| (m.dev(), m.ino()));
+        let there = nix::sys::stat::fstatat(
+            Some(self.dir.as_raw_fd()),
+            self.name.as_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .ok()
+        .map(|s| (s.st_dev, s.st_ino));
+        if ours.is_some() && ours == there {
+            let _ = nix::unistd::unlinkat(
+                Some(self.dir.as_raw_fd()),
+                self.name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
     }
 }
 
@@ -367,6 +629,10 @@ mod tests {
         Identity::current()
     }
 
+    fn judge(h: &Holder) -> Verdict {
+        Evidence::new(me(), StoreReach::OneMachine, None).judge(h, "000000000000")
+    }
+
     fn holder_of(wrapper: Proc, child: Option<Proc>) -> Holder {
         let me = me();
         Holder {
@@ -375,23 +641,19 @@ mod tests {
             pid_ns: me.pid_ns,
             wrapper,
             child,
-            lock_path: None,
         }
     }
 
     #[test]
-    fn start_time_parses_names_with_spaces_and_parens() {
-        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
-        assert_eq!(parse_start_time(stat), Some(98765));
+    fn stat_parses_names_with_spaces_and_parens() {
+        let stat = "42 (a (b) c) S 1 40 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
+        let s = parse_stat(stat).unwrap();
+        assert_eq!((s.state, s.ppid, s.pgrp, s.start), ('S', 1, 40, 98765));
     }
 
     #[test]
     fn this_process_is_alive() {
-        let v = judge(
-            &holder_of(this_process(), None),
-            &me(),
-            StoreReach::OneMachine,
-        );
+        let v = judge(&holder_of(this_process(), None));
         assert_eq!(v.liveness, Liveness::Alive, "{v}");
     }
 
@@ -399,7 +661,7 @@ mod tests {
     fn a_reused_pid_is_dead() {
         let mut p = this_process();
         p.start += 1;
-        let v = judge(&holder_of(p, None), &me(), StoreReach::OneMachine);
+        let v = judge(&holder_of(p, None));
         assert_eq!(v.liveness, Liveness::Dead, "{v}");
         assert!(v.reason.contains("start time differs"), "{v}");
     }
@@ -408,9 +670,9 @@ mod tests {
     fn a_previous_boot_is_dead_on_one_machine_and_unknown_on_a_fleet() {
         let mut h = holder_of(this_process(), None);
         h.boot_id = "an-earlier-boot".into();
-        let v = judge(&h, &me(), StoreReach::OneMachine);
+        let v = judge(&h);
         assert_eq!(v.liveness, Liveness::Dead, "{v}");
-        let v = judge(&h, &me(), StoreReach::Fleet);
+        let v = Evidence::new(me(), StoreReach::Fleet, None).judge(&h, "000000000000");
         assert_eq!(v.liveness, Liveness::Unknown, "{v}");
     }
 
@@ -419,7 +681,7 @@ mod tests {
         let mut h = holder_of(this_process(), None);
         h.host = "web2".into();
         h.boot_id = "web2-boot".into();
-        let v = judge(&h, &me(), StoreReach::OneMachine);
+        let v = judge(&h);
         assert_eq!(v.liveness, Liveness::Unknown);
         assert_eq!(v.reason, "other host web2");
     }
@@ -430,41 +692,51 @@ mod tests {
             pid: i32::MAX - 1,
             start: 1,
         };
-        let v = judge(
-            &holder_of(gone, Some(this_process())),
-            &me(),
-            StoreReach::OneMachine,
-        );
+        let v = judge(&holder_of(gone, Some(this_process())));
         assert_eq!(v.liveness, Liveness::Alive, "{v}");
         assert!(v.orphaned);
-        let v = judge(&holder_of(gone, Some(gone)), &me(), StoreReach::OneMachine);
+        let v = judge(&holder_of(gone, Some(gone)));
         assert_eq!(v.liveness, Liveness::Dead, "{v}");
+    }
+
+    #[test]
+    fn pass_ids_name_files_only_in_jobruns_format() {
+        assert!(valid_pass_id("0123456789ab"));
+        for bad in [
+            "",
+            "0123456789a",
+            "0123456789AB",
+            "../../etc/pw",
+            "0123456789ab/",
+        ] {
+            assert!(!valid_pass_id(bad), "{bad}");
+        }
     }
 
     #[test]
     fn another_pid_namespace_is_judged_by_the_kernel_lock() {
         let dir = tempfile::tempdir().unwrap();
-        let lock = HolderLock::take(dir.path(), "p1", (0o600, 0o700)).unwrap();
+        let holders = dir.path().join("holders");
+        let evidence = Evidence::new(me(), StoreReach::OneMachine, Some(holders.clone()));
+        let lock = HolderLock::take(&holders, "0000000000a1", (0o600, 0o700)).unwrap();
         let mut h = holder_of(Proc { pid: 1, start: 1 }, None);
         h.pid_ns = "pid:[1]".into();
-        h.lock_path = Some(lock.path().to_string_lossy().into_owned());
-        assert_eq!(
-            judge(&h, &me(), StoreReach::OneMachine).liveness,
-            Liveness::Alive
-        );
-        let path = lock.path().to_path_buf();
+        let id = "0000000000a1";
+        assert_eq!(evidence.judge(&h, id).liveness, Liveness::Alive);
         drop(lock);
         // The file is gone with its holder: no answer, so unknown.
-        assert_eq!(
-            judge(&h, &me(), StoreReach::OneMachine).liveness,
-            Liveness::Unknown
-        );
+        assert_eq!(evidence.judge(&h, id).liveness, Liveness::Unknown);
         // A file left behind unlocked: the wrapper is dead.
-        fs::write(&path, b"").unwrap();
-        assert_eq!(
-            judge(&h, &me(), StoreReach::OneMachine).liveness,
-            Liveness::Dead
-        );
+        fs::write(holders.join(format!("{id}.lock")), b"").unwrap();
+        assert_eq!(evidence.judge(&h, id).liveness, Liveness::Dead);
+        // A FIFO planted under that name is no evidence, and never blocks.
+        fs::remove_file(holders.join(format!("{id}.lock"))).unwrap();
+        nix::unistd::mkfifo(
+            &holders.join(format!("{id}.lock")),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        assert_eq!(evidence.judge(&h, id).liveness, Liveness::Unknown);
     }
 }
 
@@ -478,7 +750,9 @@ pub enum Decision {
 /// The evidence rules in one place. An unattended caller (`run`, a waiter)
 /// passes `force = false`; only `clear-locks --force` passes true.
 /// Dead frees at once; unknown frees once the lease has lapsed; alive frees
-/// only when forced or past its own max hold.
+/// only when forced, or past its own max hold once its lease has lapsed
+/// too (the holder stops renewing at its max hold, so a live holder whose
+/// lease still runs is never judged on a clock that may have jumped).
 pub fn decide(lease: &crate::lease::LeaseRow, verdict: &Verdict, force: bool) -> Decision {
     use crate::lease::{EvictIf, Eviction};
     let evict = |condition| {
@@ -491,7 +765,7 @@ pub fn decide(lease: &crate::lease::LeaseRow, verdict: &Verdict, force: bool) ->
     match verdict.liveness {
         Liveness::Dead => evict(EvictIf::TokenMatches),
         _ if force => evict(EvictIf::TokenMatches),
-        _ if lease.forfeited() => evict(EvictIf::Forfeited),
+        _ if lease.forfeited() && lease.lapsed() => evict(EvictIf::Forfeited),
         Liveness::Unknown if lease.lapsed() => evict(EvictIf::Lapsed),
         _ => Decision::Keep,
     }
@@ -517,29 +791,18 @@ impl std::fmt::Display for NotSignalled {
     }
 }
 
-/// Signal a recorded process only if it is still the process that was
-/// recorded. A pidfd pins the process first, then its start time is
-/// checked, then the signal goes through the same pidfd: the check and the
-/// signal are about the same process even if the pid is recycled meanwhile.
-/// The caller has already checked boot and PID namespace.
-pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignalled> {
+/// A pidfd for `pid`: the process it names cannot change under it.
+fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid, 0) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
-        return Err(NotSignalled::Gone);
+        return None;
     }
     // SAFETY: fd is a fresh descriptor we own.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
-    match read_proc(p.pid) {
-        ProcRead::Gone | ProcRead::Unreadable(_) => return Err(NotSignalled::Gone),
-        ProcRead::Present { start, .. } if start != p.start => return Err(NotSignalled::Reused),
-        // Exited, waiting for its parent to reap it: nothing to signal.
-        ProcRead::Present { exited: true, .. } => return Err(NotSignalled::Gone),
-        ProcRead::Present { .. } => {}
-    }
-    if dry_run {
-        return Ok(());
-    }
+    Some(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
+}
+
+fn pidfd_signal(fd: &std::os::fd::OwnedFd, sig: i32) -> Result<(), NotSignalled> {
     // SAFETY: pidfd_send_signal on a pidfd we own, with no siginfo.
     let rc = unsafe {
         libc::syscall(
@@ -559,4 +822,57 @@ pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignal
         });
     }
     Ok(())
+}
+
+/// Signal a recorded process only if it is still the process that was
+/// recorded. A pidfd pins the process first, then its start time is
+/// checked, then the signal goes through the same pidfd: the check and the
+/// signal are about the same process even if the pid is recycled meanwhile.
+/// The caller has already checked boot and PID namespace.
+pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignalled> {
+    let fd = pidfd(p.pid).ok_or(NotSignalled::Gone)?;
+    match read_proc(p) {
+        ProcState::Running => {}
+        ProcState::Reused => return Err(NotSignalled::Reused),
+        // Exited, waiting for its parent to reap it: nothing to signal.
+        _ => return Err(NotSignalled::Gone),
+    }
+    if dry_run {
+        return Ok(());
+    }
+    pidfd_signal(&fd, sig)
+}
+
+/// Signal every running member of process group `pgid`, each through a
+/// pidfd taken before its group is checked, so that only processes that
+/// are in that group when signalled receive it. Returns how many were
+/// signalled. The caller has verified that the group is the pass's (its
+/// leader, the recorded child, is running or gone without its pid reused).
+pub fn signal_group_verified(pgid: i32, sig: i32, dry_run: bool) -> Result<usize, NotSignalled> {
+    let Group::Runs(members) = group(pgid) else {
+        return Err(NotSignalled::Gone);
+    };
+    let mut sent = 0;
+    let mut failure = None;
+    for pid in members {
+        let Some(fd) = pidfd(pid) else { continue };
+        match stat(pid) {
+            Some(s) if s.pgrp == pgid && !s.exited() => {}
+            _ => continue,
+        }
+        if dry_run {
+            sent += 1;
+            continue;
+        }
+        match pidfd_signal(&fd, sig) {
+            Ok(()) => sent += 1,
+            Err(NotSignalled::Gone) => {}
+            Err(e) => failure = Some(e),
+        }
+    }
+    match (sent, failure) {
+        (0, Some(e)) => Err(e),
+        (0, None) => Err(NotSignalled::Gone),
+        (n, _) => Ok(n),
+    }
 }

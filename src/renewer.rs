@@ -9,19 +9,22 @@
 //! logged once and reported to its owner exactly once.
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::lease::LeaseKey;
 use crate::say;
-use crate::store::{StoreError, StoreSpec};
+use crate::store::{StoreError, StorePin, StoreSpec};
 
 /// What one renewal attempt found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewal {
     Renewed,
     /// The row is gone or carries another token: someone took it.
     NotOurs,
+    /// The store itself is gone or is another one: the reason.
+    StoreLost(String),
 }
 
 /// Something with a lease to renew.
@@ -112,6 +115,10 @@ fn renew_until_done<R: Renewable>(
                 );
                 return RenewerExit::LeaseLost;
             }
+            Ok(Renewal::StoreLost(why)) => {
+                say!("{}: lease lost: {why}", cfg.label);
+                return RenewerExit::LeaseLost;
+            }
             Err(e) => {
                 if last_renewed.elapsed() >= cfg.lease {
                     say!(
@@ -148,19 +155,26 @@ pub struct StoreLease {
     store: Option<Box<dyn crate::store::Store>>,
     held: Held,
     lease: Duration,
+    pin: Arc<StorePin>,
 }
 
 impl StoreLease {
-    pub fn new(spec: StoreSpec, held: Held, lease: Duration) -> StoreLease {
+    pub fn new(spec: StoreSpec, held: Held, lease: Duration, pin: Arc<StorePin>) -> StoreLease {
         StoreLease {
             spec,
             store: None,
             held,
             lease,
+            pin,
         }
     }
 
-    fn try_renew(&mut self) -> Result<bool, StoreError> {
+    fn try_renew(&mut self) -> Result<Renewal, StoreError> {
+        // Checked before any connection is opened: a reconnect must never
+        // find (or make) a new store at the same path.
+        if let Err(why) = self.pin.check_file() {
+            return Ok(Renewal::StoreLost(why));
+        }
         let store = match &mut self.store {
             Some(s) => s,
             None => self.store.insert(
@@ -168,26 +182,33 @@ impl StoreLease {
                     .open_for_renewal(crate::lease::renew_interval(self.lease))?,
             ),
         };
-        match &self.held {
-            Held::Lease(key) => store.renew(key, self.lease),
-            Held::Waiter { id, job, pass_id } => {
-                if store.renew_waiter(*id, self.lease)? {
-                    return Ok(true);
-                }
-                // Promoted between two ticks: the row became this pass's
-                // lease, which is not lost; the owner stops this renewer.
-                let leases = store.leases(std::slice::from_ref(job))?;
-                Ok(leases.iter().any(|l| &l.pass_id == pass_id))
-            }
+        if let Err(why) = self.pin.check(store.as_mut())? {
+            return Ok(Renewal::StoreLost(why));
         }
+        let ours = match &self.held {
+            Held::Lease(key) => store.renew(key, self.lease)?,
+            Held::Waiter { id, job, pass_id } => {
+                store.renew_waiter(*id, self.lease)? || {
+                    // Promoted between two ticks: the row became this
+                    // pass's lease, which is not lost; the owner stops
+                    // this renewer.
+                    let leases = store.leases(std::slice::from_ref(job))?;
+                    leases.iter().any(|l| &l.pass_id == pass_id)
+                }
+            }
+        };
+        Ok(if ours {
+            Renewal::Renewed
+        } else {
+            Renewal::NotOurs
+        })
     }
 }
 
 impl Renewable for StoreLease {
     fn renew(&mut self) -> anyhow::Result<Renewal> {
         match self.try_renew() {
-            Ok(true) => Ok(Renewal::Renewed),
-            Ok(false) => Ok(Renewal::NotOurs),
+            Ok(r) => Ok(r),
             Err(e) => {
                 // A fresh connection next tick: a dropped one never recovers.
                 self.store = None;
@@ -227,7 +248,12 @@ mod tests {
     impl Renewable for FakeLease {
         fn renew(&mut self) -> anyhow::Result<Renewal> {
             *self.calls.lock().unwrap() += 1;
-            let answer = self.script.lock().unwrap().pop().unwrap_or(self.then);
+            let answer = self
+                .script
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or(self.then.clone());
             answer.ok_or_else(|| anyhow::anyhow!("database is locked"))
         }
     }

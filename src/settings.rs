@@ -17,11 +17,35 @@ use crate::supervise::OnLost;
 pub const DEFAULT_ROOT_DB: &str = "/var/lib/jobrun/jobrun.db";
 pub const MAX_NAME_LEN: usize = 200;
 
-/// Parse a humantime duration, failing with an example of a valid one.
+/// The longest `--lease`: a lease is renewed every third of it, so a longer
+/// one only delays noticing a lost holder.
+pub const MAX_LEASE: Duration = Duration::from_secs(30 * 86_400);
+/// The longest any other duration may be (`--max-hold`, `--wait`,
+/// `--kill-after`, stop-due's `--wait` and `--kill-after`): 100 years, far
+/// inside what the store's millisecond integers and the clocks hold.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Parse a humantime duration of at most `MAX_DURATION`, failing with an
+/// example of a valid one.
 pub fn duration(flag: &str, value: &str) -> Result<Duration> {
-    humantime::parse_duration(value.trim()).map_err(|e| {
+    duration_at_most(flag, value, MAX_DURATION, "100 years")
+}
+
+/// Parse a humantime duration of at most `max` (`max_text` as the user
+/// reads it).
+pub fn duration_at_most(
+    flag: &str,
+    value: &str,
+    max: Duration,
+    max_text: &str,
+) -> Result<Duration> {
+    let d = humantime::parse_duration(value.trim()).map_err(|e| {
         anyhow::anyhow!("invalid {flag} '{value}': {e}; expected a duration like 90s, 5m or 1h 30m")
-    })
+    })?;
+    if d > max {
+        bail!("invalid {flag} '{value}': it is longer than the most allowed, {max_text}");
+    }
+    Ok(d)
 }
 
 /// A job name: 1-200 printable characters, no control characters, no
@@ -117,7 +141,7 @@ impl RunSettings {
         if a.command.is_empty() || a.command[0].is_empty() {
             bail!("missing command: usage is jobrun run NAME -- COMMAND [ARGS...]");
         }
-        let lease = duration("--lease/JOBRUN_LEASE", &a.lease)?;
+        let lease = duration_at_most("--lease/JOBRUN_LEASE", &a.lease, MAX_LEASE, "30 days")?;
         let max_hold = duration("--max-hold/JOBRUN_MAX_HOLD", &a.max_hold)?;
         let kill_after = duration("--kill-after/JOBRUN_KILL_AFTER", &a.kill_after)?;
         let wait = duration("--wait/JOBRUN_WAIT", &a.wait)?;
@@ -189,5 +213,16 @@ mod tests {
             duration("--lease", "1h 30m").unwrap(),
             Duration::from_secs(5400)
         );
+    }
+
+    #[test]
+    fn durations_are_bounded() {
+        let e = duration("--wait", "18446744073709551615s")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("longer than the most allowed, 100 years"), "{e}");
+        assert!(duration("--wait", "36500days").is_ok());
+        assert!(duration_at_most("--lease", "31days", MAX_LEASE, "30 days").is_err());
+        assert!(duration_at_most("--lease", "30days", MAX_LEASE, "30 days").is_ok());
     }
 }

@@ -8,8 +8,7 @@
 //! signal them. That is how jobrun avoids zombies and signals to reused pids.
 
 use std::io;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command};
+use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,7 @@ use signal_hook::iterator::Signals;
 
 use crate::exit;
 use crate::say;
+use crate::spawn::RunningChild;
 
 /// Signals the wrapper forwards to the child's process group.
 pub const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
@@ -54,37 +54,6 @@ pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
             }
         })?;
     Ok(())
-}
-
-/// A command that could not be started, with the exit code it maps to.
-#[derive(Debug)]
-pub struct SpawnError {
-    pub code: i32,
-    pub message: String,
-}
-
-/// Start `argv` directly (no shell) in a process group of its own.
-pub fn spawn(argv: &[String], env: &[(&str, String)]) -> Result<Child, SpawnError> {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).process_group(0);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().map_err(|e| {
-        let code = match e.kind() {
-            io::ErrorKind::NotFound => exit::NOT_FOUND,
-            _ => exit::CANNOT_EXECUTE,
-        };
-        let what = if code == exit::NOT_FOUND {
-            "command not found".to_string()
-        } else {
-            format!("cannot execute: {e}")
-        };
-        SpawnError {
-            code,
-            message: format!("{}: {what}", argv[0]),
-        }
-    })
 }
 
 /// Notice the child's exit without reaping it, and say so on `events`.
@@ -154,7 +123,7 @@ fn signal_group(pgid: Pid, sig: i32) {
 /// is lost and the policy says so, KILL it `kill_after` a TERM or INT, reap
 /// it, and make sure nothing of its process group is left behind silently.
 pub fn supervise(
-    mut child: Child,
+    child: &mut RunningChild,
     events: &Receiver<Event>,
     kill_after: Duration,
     on_lost: OnLost,
@@ -166,7 +135,7 @@ pub fn supervise(
     let mut killed = false;
     let mut kill_at: Option<Instant> = None;
     let start_grace = |kill_at: &mut Option<Instant>| {
-        kill_at.get_or_insert_with(|| Instant::now() + kill_after);
+        kill_at.get_or_insert_with(|| crate::clock::deadline_after(kill_after));
     };
     loop {
         let event = match kill_at {
@@ -209,7 +178,7 @@ pub fn supervise(
             Event::Wake => {}
         }
     }
-    let status = child.wait().ok();
+    let status = child.wait();
     reap_group_leftovers(pgid, kill_after, label);
     Ended {
         code: status.and_then(|s| s.code()),
@@ -230,7 +199,7 @@ fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
     }
     say!("{label}: the command left processes in its process group; sending TERM");
     signal_group(pgid, libc::SIGTERM);
-    let deadline = Instant::now() + kill_after;
+    let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
         if !group_runs(pgid) {
             return;
@@ -241,32 +210,9 @@ fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
     signal_group(pgid, libc::SIGKILL);
 }
 
-/// Whether a process of group `pgid` still runs. Members that have exited
-/// but wait for init to reap them (orphans whose parent was the child) are
-/// zombies and count as gone: an init that reaps slowly, as in many
-/// containers, must not hold the wrapper for the grace period and draw a
-/// needless KILL.
+/// Whether a process of group `pgid` still runs (zombies waiting for a
+/// slow init count as gone, so they never hold the wrapper for the grace
+/// period and draw a needless KILL).
 fn group_runs(pgid: Pid) -> bool {
-    if killpg(pgid, None).is_err() {
-        return false;
-    }
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    procs.flatten().any(|e| {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            return false;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false;
-        };
-        // After the command name: state, ppid, pgrp.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
-        pgrp == Some(pgid.as_raw()) && !matches!(state, Some("Z") | Some("X"))
-    })
+    crate::liveness::group(pgid.as_raw()) != crate::liveness::Group::Empty
 }

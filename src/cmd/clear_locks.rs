@@ -6,10 +6,10 @@
 use anyhow::Result;
 
 use crate::cli::ClearArgs;
-use crate::cmd::{holder_name, judged};
+use crate::cmd::{evidence, holder_name, judged};
 use crate::exit;
 use crate::lease::EvictIf;
-use crate::liveness::{decide, judge, remove_stale_lock, Decision, Identity, Liveness};
+use crate::liveness::{decide, remove_stale_lock, Decision, Liveness};
 use crate::say;
 use crate::settings::job_name;
 use crate::store::StoreSpec;
@@ -24,7 +24,8 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     let mut store = spec.open()?;
     let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
     let would = if a.dry_run { "would " } else { "" };
-    for (l, v) in judged(store.leases(&names)?, &spec) {
+    let evidence = evidence(&spec);
+    for (l, v) in judged(store.leases(&names)?, &evidence) {
         let head = format!(
             "{} slot {} token {} held by {} ({v})",
             l.job,
@@ -46,8 +47,8 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
                     println!("{head}: would clear: {why}");
                     cleared += 1;
                 } else if store.evict(&l.job, &ev)? {
-                    if let Some(path) = &l.holder.lock_path {
-                        remove_stale_lock(path);
+                    if let Some(dir) = &evidence.lock_dir {
+                        remove_stale_lock(dir, &l.pass_id);
                     }
                     if forced {
                         say!("{head}: cleared by --force over a live holder");
@@ -73,10 +74,9 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     }
     // Ghost waiters: queue rows whose process is dead, or unknown with a
     // lapsed lease. A live waiter holds nothing; --force leaves it alone.
-    let me = Identity::current();
     let mut ghosts = 0;
     for w in store.waiters(&names)? {
-        let v = judge(&w.holder, &me, spec.reach());
+        let v = evidence.judge(&w.holder, &w.pass_id);
         let only_if_lapsed = match v.liveness {
             Liveness::Dead => false,
             Liveness::Unknown if w.lapsed() => true,

@@ -10,17 +10,21 @@ pub mod status;
 pub mod stop_due;
 
 use crate::lease::LeaseRow;
-use crate::liveness::{judge, Identity, Verdict};
+use crate::liveness::{Evidence, Identity, Verdict};
 use crate::store::StoreSpec;
 
+/// What judging holders of this store needs: who we are, how far the store
+/// reaches, where its holders keep their kernel locks.
+pub fn evidence(spec: &StoreSpec) -> Evidence {
+    Evidence::new(Identity::current(), spec.reach(), spec.lock_dir())
+}
+
 /// Judge every lease, probing outside any store transaction.
-pub fn judged(leases: Vec<LeaseRow>, spec: &StoreSpec) -> Vec<(LeaseRow, Verdict)> {
-    let me = Identity::current();
-    let reach = spec.reach();
+pub fn judged(leases: Vec<LeaseRow>, evidence: &Evidence) -> Vec<(LeaseRow, Verdict)> {
     leases
         .into_iter()
         .map(|l| {
-            let v = judge(&l.holder, &me, reach);
+            let v = evidence.judge(&l.holder, &l.pass_id);
             (l, v)
         })
         .collect()

@@ -4,24 +4,25 @@
 
 use std::collections::HashSet;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::cmd::{holder_name, judged};
+use crate::clock::now_ms;
+use crate::cmd::{evidence, holder_name, judged};
 use crate::exit;
 use crate::lease::{renew_interval, Eviction, Holder, LeaseKey, Outcome, PassRecord};
 use crate::liveness::{
-    decide, judge, remove_stale_lock, start_time, this_process, Decision, HolderLock, Identity,
-    Liveness, StoreReach,
+    decide, remove_stale_lock, this_process, Decision, Evidence, HolderLock, Liveness, StoreReach,
 };
 use crate::renewer::{Held, Renewer, RenewerConfig, RenewerExit, StoreLease};
 use crate::report::{human_ms, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
-use crate::store::sqlite::local_now_ms;
+use crate::spawn::HeldChild;
 use crate::store::{
-    Acquire, AcquireRequest, Attempt, Enqueue, PauseInfo, Store, StoreError, StoreSpec,
+    Acquire, AcquireRequest, Attempt, Enqueue, PauseInfo, Store, StoreError, StorePin, StoreSpec,
 };
 use crate::supervise::{self, Event};
 
@@ -31,7 +32,7 @@ fn new_pass_id() -> String {
     // SAFETY: getrandom writes at most buf.len() bytes into buf.
     let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n != buf.len() as isize {
-        let t = local_now_ms() as u64 ^ ((std::process::id() as u64) << 20);
+        let t = now_ms() as u64 ^ ((std::process::id() as u64) << 20);
         buf.copy_from_slice(&t.to_le_bytes()[..6]);
     }
     buf.iter().map(|b| format!("{b:02x}")).collect()
@@ -41,19 +42,19 @@ fn new_pass_id() -> String {
 struct Planned {
     eviction: Eviction,
     note: String,
-    lock_path: Option<String>,
+    pass_id: String,
 }
 
 /// Log the evictions that took effect and, when the pass took a slot in the
 /// same transaction, its new token.
-fn report_evictions(plan: &[Planned], attempt: &Attempt) {
+fn report_evictions(plan: &[Planned], attempt: &Attempt, evidence: &Evidence) {
     for p in plan
         .iter()
         .filter(|p| attempt.evicted.contains(&p.eviction))
     {
         say!("{}", p.note);
-        if let Some(path) = &p.lock_path {
-            remove_stale_lock(path);
+        if let Some(dir) = &evidence.lock_dir {
+            remove_stale_lock(dir, &p.pass_id);
         }
     }
     if let (false, Acquire::Acquired(key)) = (attempt.evicted.is_empty(), &attempt.result) {
@@ -76,7 +77,11 @@ struct Pass {
     events: Receiver<Event>,
     sender: Sender<Event>,
     started_ms: i64,
-    identity: Identity,
+    evidence: Evidence,
+    /// The store this pass started with; losing it loses the lease.
+    pin: Arc<StorePin>,
+    /// The command, forked and held until it is on record with the slot.
+    held: Option<HeldChild>,
     /// Holders already warned about (slot, token): alive past their lease.
     warned: HashSet<(u32, i64)>,
 }
@@ -86,9 +91,10 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     // and acted on, never the default "die holding it".
     let (sender, events) = mpsc::channel();
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
-    let started_ms = local_now_ms();
-    let store = spec.open()?;
-    let identity = Identity::current();
+    let started_ms = now_ms();
+    let mut store = spec.open()?;
+    let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
+    let evidence = evidence(&spec);
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
@@ -97,15 +103,20 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         ),
         None => None,
     };
+    // The command is forked now and held before exec: its pid goes on
+    // record in the same transaction that takes the slot (or queues).
+    let env = [
+        ("JOBRUN_JOB", settings.job.clone()),
+        ("JOBRUN_PASS", pass_id.clone()),
+    ];
+    let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
+    let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),
         boot_id: identity.boot_id.clone(),
         pid_ns: identity.pid_ns.clone(),
         wrapper: this_process(),
-        child: None,
-        lock_path: lock
-            .as_ref()
-            .map(|l| l.path().to_string_lossy().into_owned()),
+        child: Some(held.proc()),
     };
     let req = AcquireRequest {
         job: settings.job.clone(),
@@ -127,7 +138,9 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         events,
         sender,
         started_ms,
-        identity,
+        evidence,
+        pin,
+        held: Some(held),
         warned: HashSet::new(),
     };
     let code = pass.go();
@@ -157,6 +170,9 @@ impl Pass {
             let plan = self.reconcile()?;
             got = self.acquire(&plan)?;
         }
+        if !matches!(got, Acquire::Acquired(_)) && self.settings.wait.is_none() {
+            self.held = None;
+        }
         match got {
             Acquire::Acquired(key) => self.run_child(key),
             Acquire::Paused(p) if self.settings.wait.is_none() => {
@@ -175,7 +191,7 @@ impl Pass {
     fn acquire(&mut self, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
         let attempt = open(&mut self.conn, &self.spec)?.acquire(&self.req, &evict)?;
-        report_evictions(plan, &attempt);
+        report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
     }
 
@@ -183,7 +199,7 @@ impl Pass {
     fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
         let attempt = open(&mut self.conn, &self.spec)?.promote(id, &self.req, &evict)?;
-        report_evictions(plan, &attempt);
+        report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
     }
 
@@ -193,7 +209,7 @@ impl Pass {
         let job = self.settings.job.clone();
         let leases = open(&mut self.conn, &self.spec)?.leases(std::slice::from_ref(&job))?;
         let mut plan = Vec::new();
-        for (l, v) in judged(leases, &self.spec) {
+        for (l, v) in judged(leases, &self.evidence) {
             match decide(&l, &v, false) {
                 Decision::Free(eviction) => {
                     let why = if v.liveness == Liveness::Alive {
@@ -217,7 +233,7 @@ impl Pass {
                     plan.push(Planned {
                         eviction,
                         note,
-                        lock_path: l.holder.lock_path.clone(),
+                        pass_id: l.pass_id.clone(),
                     });
                 }
                 Decision::Keep if l.lapsed() && v.liveness == Liveness::Alive => {
@@ -260,7 +276,7 @@ impl Pass {
             let queued = open(&mut self.conn, &self.spec)?.waiters(jobs)?.len();
             let line = match leases.first() {
                 Some(l) => {
-                    let v = judge(&l.holder, &self.identity, self.spec.reach());
+                    let v = self.evidence.judge(&l.holder, &l.pass_id);
                     let more = if leases.len() > 1 {
                         format!(" (+{} more)", leases.len() - 1)
                     } else {
@@ -284,6 +300,7 @@ impl Pass {
     }
 
     fn coalesced(&mut self, into: &str) -> Result<i32> {
+        self.held = None;
         say!("{}: coalesced into queued pass {into}", self.label());
         self.record_not_run(Outcome::Coalesced)?;
         Ok(self.settings.coalesced_exit_code)
@@ -311,13 +328,13 @@ impl Pass {
         code: Option<i32>,
         signal: Option<i32>,
     ) -> PassRecord {
-        let ended = local_now_ms();
+        let ended = now_ms();
         PassRecord {
             job: self.settings.job.clone(),
             pass_id: self.req.pass_id.clone(),
             token: key.map(|k| k.token),
             slot: key.map(|k| k.slot),
-            host: self.identity.host.clone(),
+            host: self.evidence.me.host.clone(),
             pid: self.req.holder.wrapper.pid,
             started_at_ms: self.started_ms,
             ended_at_ms: ended,
@@ -344,72 +361,49 @@ impl Pass {
     fn run_child(&mut self, key: LeaseKey) -> Result<i32> {
         let label = format!("{} slot {} (token {})", key.job, key.slot, key.token);
         let taken = Instant::now();
+        let Some(held) = self.held.take() else {
+            self.finish(&key, Outcome::Failed, None, None);
+            anyhow::bail!("{label}: the command was not held");
+        };
         if let Some(sig) = self.pending_stop() {
+            drop(held);
             say!("{label}: stopped by signal {sig} before the command started");
             self.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::SIGNAL_BASE + sig);
         }
-        let env = [
-            ("JOBRUN_JOB", key.job.clone()),
-            ("JOBRUN_TOKEN", key.token.to_string()),
-            ("JOBRUN_SLOT", key.slot.to_string()),
-            ("JOBRUN_PASS", self.req.pass_id.clone()),
-        ];
-        let child = match supervise::spawn(&self.settings.argv, &env) {
-            Ok(c) => c,
-            Err(e) => {
-                say!("{}: {}", self.label(), e.message);
-                self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
-                return Ok(e.code);
-            }
-        };
-        // From here until the child is reaped nothing may return early: the
-        // child must never run unsupervised.
-        let pid = child.id() as i32;
-        // Until its pid is recorded, a command whose wrapper dies would be
-        // judged dead while it runs: a pass that cannot record it stops.
-        let recorded = match start_time(pid) {
-            Some(start) => {
-                let proc = crate::lease::Proc { pid, start };
-                self.with_retries(|store| store.record_child(&key, proc))
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }
-            None => Err(format!("pid {pid} has no start time")),
-        };
-        let unrecorded = recorded.is_err();
-        if let Err(e) = recorded {
-            say!("{label}: cannot record the command's pid ({e}); stopping the pass");
-            let _ = self.sender.send(Event::Signal(libc::SIGTERM));
-        }
         if self.spec.reach() == StoreReach::Fleet {
             self.conn = None;
         }
+        // On record with the slot: let it exec, with its fencing token.
+        // From here until it is reaped nothing may return early: the child
+        // must never run unsupervised.
+        let mut child = held.release(key.token, key.slot);
         let watched = supervise::watch_exit(child.id(), self.sender.clone())
             .context("cannot watch the child")
             .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
         let renewer = match watched {
             Ok(r) => r,
             Err(e) => {
-                let mut child = child;
-                let _ = child.kill();
-                let _ = child.wait();
+                child.kill_and_reap();
                 self.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
                 return Err(e);
             }
         };
         let ended = supervise::supervise(
-            child,
+            &mut child,
             &self.events,
             self.settings.kill_after,
             self.settings.on_lost,
             &label,
         );
         let renewer_exit = renewer.stop();
+        if let Some(e) = child.exec_failure(&self.settings.argv[0]) {
+            say!("{}: {}", self.label(), e.message);
+            self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            return Ok(e.code);
+        }
         let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
-        let outcome = if unrecorded {
-            Outcome::Failed
-        } else if ended.stopped_by.is_some() {
+        let outcome = if ended.stopped_by.is_some() {
             Outcome::Stopped
         } else if lost {
             Outcome::LostLease
@@ -431,7 +425,12 @@ impl Pass {
             Held::Lease(_) => self.settings.max_hold,
             Held::Waiter { .. } => Duration::MAX,
         };
-        let lease = StoreLease::new(self.spec.clone(), held, self.settings.lease);
+        let lease = StoreLease::new(
+            self.spec.clone(),
+            held,
+            self.settings.lease,
+            Arc::clone(&self.pin),
+        );
         let cfg = RenewerConfig {
             label: label.to_string(),
             interval: renew_interval(self.settings.lease),
@@ -477,6 +476,16 @@ impl Pass {
     /// evidence frees it sooner); the pass still exits with its command's
     /// code.
     fn finish(&mut self, key: &LeaseKey, outcome: Outcome, code: Option<i32>, signal: Option<i32>) {
+        // A store deleted or replaced under the pass: its lease went with
+        // it, and the store now at that path (if any) never knew the pass.
+        if let Err(why) = self.pin.check_file() {
+            say!(
+                "{} slot {}: {why}; the lease was lost with it and the pass is not recorded",
+                key.job,
+                key.slot
+            );
+            return;
+        }
         let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
         match self.with_retries(|store| store.release(key, Some((&pass, keep)))) {
@@ -509,7 +518,9 @@ impl Pass {
                 Enqueue::Queued(id) => id,
             };
         let arrived = Instant::now();
-        let deadline = arrived + wait;
+        // Settings bound --wait to 100 years; past the clock's range, no
+        // deadline at all.
+        let deadline = arrived.checked_add(wait);
         watch_wake(&self.spec, self.sender.clone());
         let held = Held::Waiter {
             id,
@@ -562,13 +573,14 @@ impl Pass {
                     self.conn = None;
                 }
                 Err(e) => {
+                    self.held = None;
                     renewer.stop();
                     let _ = self.with_retries(|store| store.remove_waiter(id, false));
                     return Err(e);
                 }
             }
             let now = Instant::now();
-            if now >= deadline {
+            if deadline.is_some_and(|d| now >= d) {
                 let why = if paused {
                     "timed out while the job was paused"
                 } else {
@@ -576,8 +588,10 @@ impl Pass {
                 };
                 break Err((why, Outcome::TimedOut));
             }
-            match self.events.recv_timeout(poll.min(deadline - now)) {
+            let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
+            match self.events.recv_timeout(poll.min(left)) {
                 Ok(Event::Signal(s)) if s != libc::SIGUSR1 && s != libc::SIGUSR2 => {
+                    self.held = None;
                     renewer.stop();
                     let _ = self.with_retries(|store| store.remove_waiter(id, false));
                     say!("{}: stopped by signal {s} while queued", self.label());
@@ -598,6 +612,7 @@ impl Pass {
         match result {
             Ok(key) => self.run_child(key),
             Err((why, outcome)) => {
+                self.held = None;
                 let _ = self.with_retries(|store| store.remove_waiter(id, false));
                 if !self.settings.quiet {
                     let at = if position > 0 {
@@ -656,7 +671,7 @@ impl Pass {
         let waiters = open(&mut self.conn, &self.spec)?.waiters(std::slice::from_ref(&job))?;
         let mut removed = 0;
         for w in waiters.iter().filter(|w| w.id < id) {
-            let v = judge(&w.holder, &self.identity, self.spec.reach());
+            let v = self.evidence.judge(&w.holder, &w.pass_id);
             let gone = match v.liveness {
                 Liveness::Dead => open(&mut self.conn, &self.spec)?.remove_waiter(w.id, false)?,
                 Liveness::Unknown if w.lapsed() => {

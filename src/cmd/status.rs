@@ -5,10 +5,10 @@ use anyhow::Result;
 use serde_json::{json, Value};
 
 use crate::cli::StatusArgs;
-use crate::cmd::judged;
+use crate::cmd::{evidence, judged};
 use crate::exit;
 use crate::lease::{LeaseRow, Pause, WaiterRow};
-use crate::liveness::{judge, Identity, Liveness, Verdict};
+use crate::liveness::{Liveness, Verdict};
 use crate::report::{human_ms, utc_ms};
 use crate::settings::job_name;
 use crate::store::StoreSpec;
@@ -49,14 +49,14 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let mut store = spec.open()?;
     let jobs = store.jobs(&names)?;
-    let leases = judged(store.leases(&names)?, &spec);
+    let evidence = evidence(&spec);
+    let leases = judged(store.leases(&names)?, &evidence);
     let waiters = store.waiters(&names)?;
     let pauses = store.pauses()?;
-    let me = Identity::current();
     let waiter_verdicts: Vec<(WaiterRow, Verdict)> = waiters
         .into_iter()
         .map(|w| {
-            let v = judge(&w.holder, &me, spec.reach());
+            let v = evidence.judge(&w.holder, &w.pass_id);
             (w, v)
         })
         .collect();

@@ -9,17 +9,43 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cli::StopArgs;
-use crate::cmd::holder_name;
+use crate::cmd::{evidence, holder_name};
 use crate::exit;
 use crate::lease::{LeaseRow, Proc};
-use crate::liveness::{decide, judge, signal_verified, Decision, Identity, Liveness, NotSignalled};
+use crate::liveness::{
+    decide, signal_group_verified, signal_verified, start_time, Decision, Evidence, Liveness,
+    NotSignalled,
+};
 use crate::say;
 use crate::settings::{duration, job_name};
 use crate::store::StoreSpec;
 
-/// The process to signal for a lease, if this process can verify it: the
-/// wrapper, or for an orphaned pass its child.
-fn target(l: &LeaseRow, me: &Identity) -> Result<(Proc, &'static str), String> {
+/// What stop-due signals for a pass it can verify.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// The wrapper: it forwards to the command's group, waits, releases.
+    Wrapper(Proc),
+    /// An orphaned pass (its wrapper is gone): every running process of its
+    /// group, whose id is the recorded child's pid.
+    Group(i32),
+}
+
+impl Target {
+    fn signal(self, sig: i32, dry_run: bool) -> Result<String, NotSignalled> {
+        match self {
+            Target::Wrapper(p) => {
+                signal_verified(p, sig, dry_run).map(|()| format!("wrapper pid {}", p.pid))
+            }
+            Target::Group(pgid) => signal_group_verified(pgid, sig, dry_run)
+                .map(|n| format!("{n} process(es) of orphaned process group {pgid}")),
+        }
+    }
+}
+
+/// What to signal for a lease, if this process can verify it: the
+/// wrapper, or for an orphaned pass its process group.
+fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
+    let me = &evidence.me;
     if l.holder.boot_id != me.boot_id {
         return Err(format!(
             "recorded on another host or boot ({})",
@@ -32,15 +58,17 @@ fn target(l: &LeaseRow, me: &Identity) -> Result<(Proc, &'static str), String> {
             l.holder.pid_ns
         ));
     }
-    match signal_verified(l.holder.wrapper, 0, true) {
-        Ok(()) => Ok((l.holder.wrapper, "wrapper")),
-        Err(wrapper_err) => match l.holder.child {
-            Some(c) if signal_verified(c, 0, true).is_ok() => Ok((c, "orphaned child")),
-            _ => Err(format!(
-                "wrapper pid {}: {wrapper_err}",
-                l.holder.wrapper.pid
-            )),
-        },
+    let wrapper_err = match signal_verified(l.holder.wrapper, 0, true) {
+        Ok(()) => return Ok(Target::Wrapper(l.holder.wrapper)),
+        Err(e) => e,
+    };
+    let v = evidence.judge(&l.holder, &l.pass_id);
+    match l.holder.child {
+        Some(c) if v.orphaned => Ok(Target::Group(c.pid)),
+        _ => Err(format!(
+            "wrapper pid {}: {wrapper_err}",
+            l.holder.wrapper.pid
+        )),
     }
 }
 
@@ -65,8 +93,8 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         anyhow::bail!("--kill-after needs --wait: it escalates only while waiting for releases");
     }
     let mut store = spec.open()?;
-    let me = Identity::current();
-    let mut signalled: Vec<(LeaseRow, Proc)> = Vec::new();
+    let evidence = evidence(&spec);
+    let mut signalled: Vec<(LeaseRow, Target)> = Vec::new();
     let mut failed = 0;
     for l in store.leases(&names)? {
         let head = format!(
@@ -76,21 +104,21 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             l.token,
             holder_name(&l)
         );
-        match target(&l, &me) {
-            Ok((p, what)) => match signal_verified(p, libc::SIGTERM, a.dry_run) {
-                Ok(()) => {
+        match target(&l, &evidence) {
+            Ok(t) => match t.signal(libc::SIGTERM, a.dry_run) {
+                Ok(what) => {
                     let verb = if a.dry_run {
                         "would signal"
                     } else {
                         "signalled"
                     };
-                    println!("{head}: {verb} {what} pid {} (TERM)", p.pid);
-                    signalled.push((l, p));
+                    println!("{head}: {verb} {what} (TERM)");
+                    signalled.push((l, t));
                 }
                 // Verified, yet the signal failed (EPERM: another user's
                 // pass): it still runs, and the caller must know.
                 Err(NotSignalled::Failed(e)) => {
-                    println!("{head}: could not signal {what} pid {}: {e}", p.pid);
+                    println!("{head}: could not signal it: {e}");
                     failed += 1;
                 }
                 Err(e) => println!("{head}: not signalled: {e}"),
@@ -114,7 +142,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         });
     };
     let sent = Instant::now();
-    let deadline = sent + wait;
+    let deadline = crate::clock::deadline_after(wait);
     let mut killed = false;
     loop {
         let current = store.leases(&names)?;
@@ -127,7 +155,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         // itself: free it by the evidence rules, as clear-locks would.
         let mut freed = 0;
         for l in &remaining {
-            let v = judge(&l.holder, &me, spec.reach());
+            let v = evidence.judge(&l.holder, &l.pass_id);
             if let Decision::Free(ev) = decide(l, &v, false) {
                 if v.liveness == Liveness::Dead && store.evict(&l.job, &ev)? {
                     println!(
@@ -156,10 +184,10 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             if !killed && sent.elapsed() >= k {
                 killed = true;
                 for l in &remaining {
-                    // KILL the command as the store records it now: its
-                    // wrapper then reaps it, ends what is left of its group
-                    // and releases. A wrapper is never KILLed: its command
-                    // would run on unsupervised.
+                    // KILL the command's process group as the store records
+                    // it now: its wrapper then reaps the command and
+                    // releases. A wrapper is never KILLed: its command would
+                    // run on unsupervised.
                     let Some(child) = l.holder.child else {
                         say!(
                             "{} slot {}: still held {} after TERM, no command recorded; \
@@ -170,9 +198,16 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                         );
                         continue;
                     };
-                    match signal_verified(child, libc::SIGKILL, false) {
-                        Ok(()) => say!(
-                            "{} slot {}: still held {} after TERM; sent KILL to pid {}",
+                    // The group id is the child's pid: a pid now owned by
+                    // another process means the pass's group is gone.
+                    let sent = match start_time(child.pid) {
+                        Some(start) if start != child.start => Err(NotSignalled::Reused),
+                        _ => signal_group_verified(child.pid, libc::SIGKILL, false),
+                    };
+                    match sent {
+                        Ok(n) => say!(
+                            "{} slot {}: still held {} after TERM; sent KILL to {n} process(es) \
+                             of process group {}",
                             l.job,
                             l.slot,
                             humantime::format_duration(k),

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, PassRecord, Pause, Proc, WaiterRow};
+use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, PassRecord, Pause, WaiterRow};
 use crate::liveness::StoreReach;
 
 pub mod postgres;
@@ -219,8 +219,6 @@ pub trait Store: Send {
     /// Extend the lease by `lease` from now: false if the row is no longer
     /// ours (compare-and-set on the token).
     fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool>;
-    /// Record the child process once it has been spawned.
-    fn record_child(&mut self, key: &LeaseKey, child: Proc) -> Result<bool>;
     /// Give the slot back, and record the pass (pruning its job's history
     /// to `keep`) in the same transaction: false if the row was no longer
     /// ours. The pass is recorded either way.
@@ -256,4 +254,95 @@ pub trait Store: Send {
     /// `only_if_lapsed` holds.
     fn remove_waiter(&mut self, id: i64, only_if_lapsed: bool) -> Result<bool>;
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>>;
+
+    /// What tells this database from another at the same address (a
+    /// PostgreSQL store: the cluster's system identifier and the stamp the
+    /// schema got at creation). `None` where the file itself is the
+    /// identity (SQLite: see `StorePin`).
+    fn identity(&mut self) -> Result<Option<String>>;
+}
+
+/// The store a pass started with. A holder whose store was deleted or
+/// replaced under it has lost its lease: its renewals would otherwise go
+/// to a file nobody else reads, or to a new store that knows nothing of it.
+pub enum StorePin {
+    /// The SQLite file, held open: while it is, its inode number cannot be
+    /// given to a new file, so a different (device, inode) at the path is a
+    /// different store.
+    File {
+        path: PathBuf,
+        file: std::fs::File,
+        dev: u64,
+        ino: u64,
+    },
+    /// A PostgreSQL database's identity (`Store::identity`).
+    Database(String),
+}
+
+impl StorePin {
+    /// Pin the store `store` (just opened from `spec`).
+    pub fn new(spec: &StoreSpec, store: &mut dyn Store) -> Result<StorePin> {
+        match spec {
+            StoreSpec::Sqlite(path, _) => {
+                use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+                let shown = path.display().to_string();
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+                    .open(path)
+                    .map_err(|e| StoreError::Other(shown.clone(), e.to_string()))?;
+                let meta = file
+                    .metadata()
+                    .map_err(|e| StoreError::Other(shown, e.to_string()))?;
+                Ok(StorePin::File {
+                    path: path.clone(),
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                    file,
+                })
+            }
+            StoreSpec::Postgres(_) => Ok(StorePin::Database(store.identity()?.unwrap_or_default())),
+        }
+    }
+
+    /// Whether the path still names the pinned file: `Err(why)` when the
+    /// store was deleted or replaced. Needs no connection.
+    pub fn check_file(&self) -> std::result::Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        let StorePin::File {
+            path,
+            file,
+            dev,
+            ino,
+        } = self
+        else {
+            return Ok(());
+        };
+        if file.metadata().is_ok_and(|m| m.nlink() == 0) {
+            return Err(format!("the store file {} was deleted", path.display()));
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.dev() == *dev && m.ino() == *ino => Ok(()),
+            Ok(_) => Err(format!(
+                "the store file {} was replaced by another file",
+                path.display()
+            )),
+            Err(e) => Err(format!("the store file {} is gone: {e}", path.display())),
+        }
+    }
+
+    /// Whether `store` (a connection to the same address) is still the
+    /// pinned store: `Ok(Err(why))` when it is another one.
+    pub fn check(&self, store: &mut dyn Store) -> Result<std::result::Result<(), String>> {
+        match self {
+            StorePin::File { .. } => Ok(self.check_file()),
+            StorePin::Database(id) => Ok(match store.identity()? {
+                Some(now) if now != *id => Err(format!(
+                    "the database is not the one this pass started with ({now}, was {id}): it \
+                     was dropped and re-created, or the address now names another server"
+                )),
+                _ => Ok(()),
+            }),
+        }
+    }
 }

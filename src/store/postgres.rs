@@ -13,7 +13,7 @@ use std::time::Duration;
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Client, Config, NoTls, Statement};
 
-use super::sql::{Backend, Conn, SqlStore, Value};
+use super::sql::{Backend, Clock, Conn, SqlStore, Value};
 use super::{Result, StoreError};
 
 /// A dead or unreachable server must fail a tick well inside one lease
@@ -21,7 +21,7 @@ use super::{Result, StoreError};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 const SCHEMA: &str = r#"
 CREATE TABLE jobs (
     name TEXT PRIMARY KEY,
@@ -95,6 +95,20 @@ CREATE TABLE history (
 CREATE INDEX history_by_job ON history (job, id);
 "#;
 
+/// Version 2: lock files are named by pass id, never by a row; rows carry
+/// boot-clock stamps (used by one-machine stores, kept for one schema); the
+/// store gets the stamp that tells it from a re-created one.
+const SCHEMA_V2: &str = r#"
+ALTER TABLE leases DROP COLUMN lock_path;
+ALTER TABLE waiters DROP COLUMN lock_path;
+ALTER TABLE leases ADD COLUMN acquired_boot_ms BIGINT;
+ALTER TABLE leases ADD COLUMN renewed_boot_ms BIGINT;
+ALTER TABLE waiters ADD COLUMN renewed_boot_ms BIGINT;
+CREATE TABLE jobrun_store (stamp TEXT NOT NULL);
+INSERT INTO jobrun_store (stamp)
+    VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
+"#;
+
 /// The URL as messages show it: without its password.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -112,6 +126,8 @@ pub fn redact(url: &str) -> String {
 pub struct PgBackend {
     client: Client,
     shown: String,
+    /// The cluster's system identifier, where the role may read it.
+    system_id: String,
     statements: HashMap<String, Statement>,
 }
 
@@ -152,9 +168,20 @@ impl PgStore {
         let mut backend = PgBackend {
             client,
             shown,
+            system_id: String::new(),
             statements: HashMap::new(),
         };
         backend.migrate()?;
+        // pg_control_system() may be closed to a least-privilege role; the
+        // schema's stamp alone still tells a re-created store apart.
+        backend.system_id = backend
+            .client
+            .query_one(
+                "SELECT system_identifier::text FROM pg_control_system()",
+                &[],
+            )
+            .map(|r| r.get(0))
+            .unwrap_or_else(|_| "cluster".into());
         Ok(SqlStore { backend })
     }
 }
@@ -189,6 +216,12 @@ impl PgBackend {
         if found.unwrap_or(0) < 1 {
             tx.batch_execute(SCHEMA).map_err(|e| map_err(&shown, e))?;
             tx.execute("INSERT INTO jobrun_schema (version) VALUES (1)", &[])
+                .map_err(|e| map_err(&shown, e))?;
+        }
+        if found.unwrap_or(0) < 2 {
+            tx.batch_execute(SCHEMA_V2)
+                .map_err(|e| map_err(&shown, e))?;
+            tx.execute("INSERT INTO jobrun_schema (version) VALUES (2)", &[])
                 .map_err(|e| map_err(&shown, e))?;
         }
         tx.commit().map_err(|e| map_err(&shown, e))
@@ -228,6 +261,16 @@ impl PgBackend {
 }
 
 impl Backend for PgBackend {
+    fn identity(&mut self) -> Result<Option<String>> {
+        let shown = self.shown.clone();
+        let stamp: String = self
+            .client
+            .query_one("SELECT stamp FROM jobrun_store LIMIT 1", &[])
+            .map_err(|e| map_err(&shown, e))?
+            .get(0);
+        Ok(Some(format!("{}/{stamp}", self.system_id)))
+    }
+
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
         self.run(f)
     }
@@ -346,15 +389,17 @@ impl Conn for PgTx<'_, '_> {
             .collect())
     }
 
-    fn now_ms(&mut self) -> Result<i64> {
+    fn clock(&mut self) -> Result<Clock> {
         let rows = self.query(
             "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint",
             &[],
         )?;
-        Ok(rows.first().and_then(|r| r.first()).map_or(0, |v| match v {
+        let now_ms = rows.first().and_then(|r| r.first()).map_or(0, |v| match v {
             Value::Int(i) => *i,
             _ => 0,
-        }))
+        });
+        // One clock for a fleet: the server's. Boot clocks are per machine.
+        Ok(Clock { now_ms, boot: None })
     }
 
     fn lock_job(&mut self, job: &str) -> Result<()> {

@@ -82,18 +82,81 @@ impl<T: Into<Value>> From<Option<T>> for Value {
     }
 }
 
+/// The store's clock, read once per transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clock {
+    /// Wall time in Unix milliseconds: the server's on PostgreSQL, this
+    /// host's on SQLite. Shown to operators; judges rows of other boots.
+    pub now_ms: i64,
+    /// On a one-machine store: this boot's id and its `CLOCK_BOOTTIME` in
+    /// milliseconds. Rows recorded on the same boot are aged on it, a clock
+    /// that never jumps.
+    pub boot: Option<(String, i64)>,
+}
+
+impl Clock {
+    fn boot_id(&self) -> Value {
+        self.boot.as_ref().map(|(id, _)| id.clone()).into()
+    }
+
+    fn boot_ms(&self) -> Value {
+        self.boot.as_ref().map(|(_, ms)| *ms).into()
+    }
+
+    /// The floor of a new fencing token: the wall clock in microseconds.
+    /// An earlier store (deleted, re-created, restored from a backup) could
+    /// only have handed out a larger token by taking slots faster than one
+    /// per microsecond over its whole life.
+    fn token_floor(&self) -> i64 {
+        self.now_ms.saturating_mul(1000)
+    }
+
+    /// Milliseconds since `wall`, or since `boot` when the row was recorded
+    /// on this boot.
+    fn since(&self, row_boot: &str, wall: i64, boot: Option<i64>) -> i64 {
+        match (&self.boot, boot) {
+            (Some((id, now)), Some(then)) if id == row_boot => now.saturating_sub(then),
+            _ => self.now_ms.saturating_sub(wall),
+        }
+    }
+}
+
+/// SQL that holds when a row's lease has lapsed: on the boot clock for rows
+/// of this boot, on the wall clock for the others. `$n`, `$n+1` and `$n+2`
+/// are the clock parameters (`clock_params`).
+fn lapsed_sql(n: usize) -> String {
+    format!(
+        "(CASE WHEN boot_id = ${b} AND renewed_boot_ms IS NOT NULL \
+         THEN renewed_boot_ms + lease_ms <= ${m} ELSE expires_ms <= ${n} END)",
+        b = n + 1,
+        m = n + 2
+    )
+}
+
+/// SQL that holds when a lease is past its max hold, with the same clocks.
+fn past_max_hold_sql(n: usize) -> String {
+    format!(
+        "(CASE WHEN boot_id = ${b} AND acquired_boot_ms IS NOT NULL \
+         THEN acquired_boot_ms + max_hold_ms <= ${m} ELSE acquired_ms + max_hold_ms <= ${n} END)",
+        b = n + 1,
+        m = n + 2
+    )
+}
+
 /// One open transaction. Placeholders are `$1`, `$2`, ... in both dialects.
 pub trait Conn {
     fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64>;
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>>;
-    /// The store's clock, in Unix milliseconds.
-    fn now_ms(&mut self) -> Result<i64>;
+    /// The store's clock.
+    fn clock(&mut self) -> Result<Clock>;
     /// Serialise transitions of `job` against every other process.
     fn lock_job(&mut self, job: &str) -> Result<()>;
 }
 
 /// A connection that can run a closure inside one transaction.
 pub trait Backend: Send {
+    /// See `Store::identity`.
+    fn identity(&mut self) -> Result<Option<String>>;
     /// A write transaction (SQLite: BEGIN IMMEDIATE).
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T>;
     /// A read-only transaction.
@@ -105,13 +168,13 @@ pub struct SqlStore<B: Backend> {
 }
 
 const HOLDER_COLS: &str =
-    "host, boot_id, pid_ns, wrapper_pid, wrapper_start, child_pid, child_start, lock_path";
+    "host, boot_id, pid_ns, wrapper_pid, wrapper_start, child_pid, child_start";
 const LEASE_COLS: &str = "job, slot, token, pass_id, host, boot_id, pid_ns, wrapper_pid, \
-     wrapper_start, child_pid, child_start, lock_path, argv, cwd, slots, lease_ms, max_hold_ms, \
-     acquired_ms, renewed_ms, expires_ms";
+     wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, max_hold_ms, \
+     acquired_ms, renewed_ms, expires_ms, acquired_boot_ms, renewed_boot_ms";
 const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_pid, \
-     wrapper_start, child_pid, child_start, lock_path, argv, cwd, slots, lease_ms, 0, \
-     arrived_ms, renewed_ms, expires_ms";
+     wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, 0, \
+     arrived_ms, renewed_ms, expires_ms, renewed_boot_ms";
 
 fn holder_values(h: &Holder) -> Vec<Value> {
     vec![
@@ -122,7 +185,6 @@ fn holder_values(h: &Holder) -> Vec<Value> {
         Value::Int(h.wrapper.start as i64),
         h.child.map(|c| c.pid).into(),
         h.child.map(|c| c.start as i64).into(),
-        h.lock_path.clone().into(),
     ]
 }
 
@@ -143,7 +205,6 @@ fn holder_at(r: &[Value], i: usize) -> Holder {
             start: r[i + 4].int() as u64,
         },
         child,
-        lock_path: r[i + 7].opt_text(),
     }
 }
 
@@ -155,39 +216,44 @@ fn argv_of(v: &Value) -> Vec<String> {
     serde_json::from_str(&v.text()).unwrap_or_default()
 }
 
-fn lease_row(r: &[Value], now: i64) -> LeaseRow {
-    let acquired = r[17].int();
+fn lease_row(r: &[Value], clock: &Clock) -> LeaseRow {
+    let holder = holder_at(r, 4);
+    let lease_ms = r[14].int();
+    let acquired = r[16].int();
+    let renewed_ago_ms = clock.since(&holder.boot_id, r[17].int(), r[20].opt_int());
     LeaseRow {
         job: r[0].text(),
         slot: r[1].int() as u32,
         token: r[2].int(),
         pass_id: r[3].text(),
-        holder: holder_at(r, 4),
-        argv: argv_of(&r[12]),
-        cwd: r[13].text(),
-        slots: r[14].int() as u32,
-        lease_ms: r[15].int(),
-        max_hold_ms: r[16].int(),
+        argv: argv_of(&r[11]),
+        cwd: r[12].text(),
+        slots: r[13].int() as u32,
+        lease_ms,
+        max_hold_ms: r[15].int(),
         acquired_at_ms: acquired,
-        held_ms: now - acquired,
-        renewed_ago_ms: now - r[18].int(),
-        expires_in_ms: r[19].int() - now,
+        held_ms: clock.since(&holder.boot_id, acquired, r[19].opt_int()),
+        renewed_ago_ms,
+        expires_in_ms: lease_ms.saturating_sub(renewed_ago_ms),
+        holder,
     }
 }
 
-fn waiter_row(r: &[Value], now: i64) -> WaiterRow {
-    let arrived = r[16].int();
+fn waiter_row(r: &[Value], clock: &Clock) -> WaiterRow {
+    let holder = holder_at(r, 3);
+    let arrived = r[15].int();
+    let renewed_ago_ms = clock.since(&holder.boot_id, r[16].int(), r[18].opt_int());
     WaiterRow {
         id: r[0].int(),
         job: r[1].text(),
         pass_id: r[2].text(),
-        holder: holder_at(r, 3),
-        argv: argv_of(&r[11]),
-        cwd: r[12].text(),
-        slots: r[13].int() as u32,
+        argv: argv_of(&r[10]),
+        cwd: r[11].text(),
+        slots: r[12].int() as u32,
         arrived_at_ms: arrived,
-        waited_ms: now - arrived,
-        expires_in_ms: r[18].int() - now,
+        waited_ms: clock.now_ms.saturating_sub(arrived),
+        expires_in_ms: r[13].int().saturating_sub(renewed_ago_ms),
+        holder,
     }
 }
 
@@ -203,11 +269,11 @@ fn job_filter(col: &str, jobs: &[String], first: usize) -> (String, Vec<Value>) 
     )
 }
 
-fn ensure_job(c: &mut dyn Conn, job: &str, now: i64) -> Result<()> {
+fn ensure_job(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<()> {
     c.exec(
-        "INSERT INTO jobs (name, next_token, created_ms) VALUES ($1, 1, $2) \
+        "INSERT INTO jobs (name, next_token, created_ms) VALUES ($1, $3, $2) \
          ON CONFLICT (name) DO NOTHING",
-        &[job.into(), now.into()],
+        &[job.into(), clock.now_ms.into(), clock.token_floor().into()],
     )?;
     c.lock_job(job)
 }
@@ -225,15 +291,28 @@ fn pause_of(c: &mut dyn Conn, job: &str) -> Result<Option<PauseInfo>> {
     }))
 }
 
-fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, now: i64) -> Result<bool> {
+/// A duration in milliseconds as the store keeps it. Settings bound every
+/// duration far below this; the bound only keeps the arithmetic total.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The clock parameters of `lapsed_sql` and `past_max_hold_sql`.
+fn clock_params(clock: &Clock) -> [Value; 3] {
+    [clock.now_ms.into(), clock.boot_id(), clock.boot_ms()]
+}
+
+fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, clock: &Clock) -> Result<bool> {
     let cond = match ev.condition {
-        EvictIf::TokenMatches => "",
-        EvictIf::Lapsed => " AND expires_ms <= $4",
-        EvictIf::Forfeited => " AND acquired_ms + max_hold_ms <= $4",
+        EvictIf::TokenMatches => String::new(),
+        EvictIf::Lapsed => format!(" AND {}", lapsed_sql(4)),
+        // Past its max hold and lapsed: a live holder stops renewing at its
+        // max hold, so the slot is taken only once its lease has run out.
+        EvictIf::Forfeited => format!(" AND {} AND {}", lapsed_sql(4), past_max_hold_sql(4)),
     };
     let mut params: Vec<Value> = vec![job.into(), ev.slot.into(), ev.token.into()];
     if ev.condition != EvictIf::TokenMatches {
-        params.push(now.into());
+        params.extend(clock_params(clock));
     }
     let n = c.exec(
         &format!("DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3{cond}"),
@@ -273,10 +352,15 @@ fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32) -> Result<()> {
 
 /// Apply the evictions whose conditions still hold; return those that
 /// removed a row.
-fn evict_all(c: &mut dyn Conn, job: &str, evict: &[Eviction], now: i64) -> Result<Vec<Eviction>> {
+fn evict_all(
+    c: &mut dyn Conn,
+    job: &str,
+    evict: &[Eviction],
+    clock: &Clock,
+) -> Result<Vec<Eviction>> {
     let mut done = Vec::new();
     for ev in evict {
-        if evict_in(c, job, ev, now)? {
+        if evict_in(c, job, ev, clock)? {
             done.push(ev.clone());
         }
     }
@@ -326,13 +410,18 @@ impl Occupancy {
     }
 }
 
-fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, now: i64) -> Result<LeaseKey> {
+fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, clock: &Clock) -> Result<LeaseKey> {
+    // Strictly larger than any token before it, in this store or in one
+    // this machine had at the same path before (see `Clock::token_floor`).
     let rows = c.query(
-        "UPDATE jobs SET next_token = next_token + 1 WHERE name = $1 RETURNING next_token - 1",
-        &[req.job.as_str().into()],
+        "UPDATE jobs SET next_token = \
+         (CASE WHEN next_token > $2 THEN next_token ELSE $2 END) + 1 \
+         WHERE name = $1 RETURNING next_token - 1",
+        &[req.job.as_str().into(), clock.token_floor().into()],
     )?;
     let token = rows.first().map(|r| r[0].int()).unwrap_or(0);
-    let lease_ms = req.lease.as_millis() as i64;
+    let now = clock.now_ms;
+    let lease_ms = millis(req.lease);
     let mut params: Vec<Value> = vec![
         req.job.as_str().into(),
         slot.into(),
@@ -345,10 +434,12 @@ fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, now: i64) -> Res
         req.cwd.as_str().into(),
         req.slots.into(),
         lease_ms.into(),
-        (req.max_hold.as_millis().min(i64::MAX as u128) as i64).into(),
+        millis(req.max_hold).into(),
         now.into(),
         now.into(),
-        (now + lease_ms).into(),
+        now.saturating_add(lease_ms).into(),
+        clock.boot_ms(),
+        clock.boot_ms(),
     ]);
     let marks: Vec<String> = (1..=params.len()).map(|i| format!("${i}")).collect();
     c.exec(
@@ -369,9 +460,9 @@ impl<B: Backend> Store for SqlStore<B> {
     fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
         let mut evicted = Vec::new();
         let result = self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
-            ensure_job(c, &req.job, now)?;
-            evicted = evict_all(c, &req.job, evict, now)?;
+            let clock = c.clock()?;
+            ensure_job(c, &req.job, &clock)?;
+            evicted = evict_all(c, &req.job, evict, &clock)?;
             if let Some(p) = pause_of(c, &req.job)? {
                 return Ok(Acquire::Paused(p));
             }
@@ -384,7 +475,7 @@ impl<B: Backend> Store for SqlStore<B> {
                 c,
                 req,
                 occ.lowest_free_slot(),
-                now,
+                &clock,
             )?))
         })?;
         Ok(Attempt { result, evicted })
@@ -392,33 +483,18 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool> {
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
+            let now = clock.now_ms;
             let n = c.exec(
-                "UPDATE leases SET renewed_ms = $4, expires_ms = $5 \
+                "UPDATE leases SET renewed_ms = $4, expires_ms = $5, renewed_boot_ms = $6 \
                  WHERE job = $1 AND slot = $2 AND token = $3",
                 &[
                     key.job.as_str().into(),
                     key.slot.into(),
                     key.token.into(),
                     now.into(),
-                    (now + lease.as_millis() as i64).into(),
-                ],
-            )?;
-            Ok(n > 0)
-        })
-    }
-
-    fn record_child(&mut self, key: &LeaseKey, child: Proc) -> Result<bool> {
-        self.backend.write(&mut |c| {
-            let n = c.exec(
-                "UPDATE leases SET child_pid = $4, child_start = $5 \
-                 WHERE job = $1 AND slot = $2 AND token = $3",
-                &[
-                    key.job.as_str().into(),
-                    key.slot.into(),
-                    key.token.into(),
-                    child.pid.into(),
-                    Value::Int(child.start as i64),
+                    now.saturating_add(millis(lease)).into(),
+                    clock.boot_ms(),
                 ],
             )?;
             Ok(n > 0)
@@ -440,27 +516,28 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool> {
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
             c.lock_job(job)?;
-            evict_in(c, job, ev, now)
+            evict_in(c, job, ev, &clock)
         })
     }
 
     fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>> {
         self.backend.read(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
             let (filter, params) = job_filter("job", jobs, 1);
             let rows = c.query(
                 &format!("SELECT {LEASE_COLS} FROM leases WHERE {filter} ORDER BY job, slot"),
                 &params,
             )?;
-            Ok(rows.iter().map(|r| lease_row(r, now)).collect())
+            Ok(rows.iter().map(|r| lease_row(r, &clock)).collect())
         })
     }
 
     fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>> {
         self.backend.read(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
+            let now = clock.now_ms;
             let (filter, params) = job_filter("j.name", jobs, 1);
             let rows = c.query(
                 &format!(
@@ -485,8 +562,8 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn record_pass(&mut self, p: &PassRecord, keep: u32) -> Result<()> {
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
-            ensure_job(c, &p.job, now)?;
+            let clock = c.clock()?;
+            ensure_job(c, &p.job, &clock)?;
             insert_pass(c, p, keep)
         })
     }
@@ -529,9 +606,10 @@ impl<B: Backend> Store for SqlStore<B> {
     fn pause(&mut self, job: Option<&str>, reason: Option<&str>) -> Result<()> {
         let key = job.unwrap_or("*");
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
+            let now = clock.now_ms;
             if job.is_some() {
-                ensure_job(c, key, now)?;
+                ensure_job(c, key, &clock)?;
             }
             c.exec(
                 "INSERT INTO pauses (job, reason, since_ms) VALUES ($1, $2, $3) \
@@ -568,8 +646,9 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn enqueue(&mut self, req: &AcquireRequest, coalesce: bool) -> Result<Enqueue> {
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
-            ensure_job(c, &req.job, now)?;
+            let clock = c.clock()?;
+            let now = clock.now_ms;
+            ensure_job(c, &req.job, &clock)?;
             let argv = argv_json(&req.argv);
             if coalesce {
                 let rows = c.query(
@@ -585,7 +664,7 @@ impl<B: Backend> Store for SqlStore<B> {
                     return Ok(Enqueue::Coalesced(r[0].text()));
                 }
             }
-            let lease_ms = req.lease.as_millis() as i64;
+            let lease_ms = millis(req.lease);
             let mut params: Vec<Value> = vec![req.job.as_str().into(), req.pass_id.as_str().into()];
             params.extend(holder_values(&req.holder));
             params.extend([
@@ -595,13 +674,16 @@ impl<B: Backend> Store for SqlStore<B> {
                 lease_ms.into(),
                 now.into(),
                 now.into(),
-                (now + lease_ms).into(),
+                now.saturating_add(lease_ms).into(),
+                clock.boot_ms(),
             ]);
+            let marks: Vec<String> = (1..=params.len()).map(|i| format!("${i}")).collect();
             let rows = c.query(
                 &format!(
                     "INSERT INTO waiters (job, pass_id, {HOLDER_COLS}, argv, cwd, slots, \
-                     lease_ms, arrived_ms, renewed_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, \
-                     $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id"
+                     lease_ms, arrived_ms, renewed_ms, expires_ms, renewed_boot_ms) \
+                     VALUES ({}) RETURNING id",
+                    marks.join(", ")
                 ),
                 &params,
             )?;
@@ -614,9 +696,9 @@ impl<B: Backend> Store for SqlStore<B> {
     fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
         let mut evicted = Vec::new();
         let result = self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
-            ensure_job(c, &req.job, now)?;
-            evicted = evict_all(c, &req.job, evict, now)?;
+            let clock = c.clock()?;
+            ensure_job(c, &req.job, &clock)?;
+            evicted = evict_all(c, &req.job, evict, &clock)?;
             let occ = Occupancy::read(c, &req.job, req.slots)?;
             let Some(rank) = occ.queue.iter().position(|w| *w == id) else {
                 return Ok(Acquire::Gone);
@@ -632,7 +714,7 @@ impl<B: Backend> Store for SqlStore<B> {
                 c,
                 req,
                 occ.lowest_free_slot(),
-                now,
+                &clock,
             )?))
         })?;
         Ok(Attempt { result, evicted })
@@ -640,13 +722,16 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn renew_waiter(&mut self, id: i64, lease: Duration) -> Result<bool> {
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
+            let now = clock.now_ms;
             let n = c.exec(
-                "UPDATE waiters SET renewed_ms = $2, expires_ms = $3 WHERE id = $1",
+                "UPDATE waiters SET renewed_ms = $2, expires_ms = $3, renewed_boot_ms = $4 \
+                 WHERE id = $1",
                 &[
                     id.into(),
                     now.into(),
-                    (now + lease.as_millis() as i64).into(),
+                    now.saturating_add(millis(lease)).into(),
+                    clock.boot_ms(),
                 ],
             )?;
             Ok(n > 0)
@@ -655,11 +740,13 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn remove_waiter(&mut self, id: i64, only_if_lapsed: bool) -> Result<bool> {
         self.backend.write(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
             let n = if only_if_lapsed {
+                let mut params = vec![id.into()];
+                params.extend(clock_params(&clock));
                 c.exec(
-                    "DELETE FROM waiters WHERE id = $1 AND expires_ms <= $2",
-                    &[id.into(), now.into()],
+                    &format!("DELETE FROM waiters WHERE id = $1 AND {}", lapsed_sql(2)),
+                    &params,
                 )?
             } else {
                 c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?
@@ -668,15 +755,19 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
+    fn identity(&mut self) -> Result<Option<String>> {
+        self.backend.identity()
+    }
+
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>> {
         self.backend.read(&mut |c| {
-            let now = c.now_ms()?;
+            let clock = c.clock()?;
             let (filter, params) = job_filter("job", jobs, 1);
             let rows = c.query(
                 &format!("SELECT {WAITER_COLS} FROM waiters WHERE {filter} ORDER BY job, id"),
                 &params,
             )?;
-            Ok(rows.iter().map(|r| waiter_row(r, now)).collect())
+            Ok(rows.iter().map(|r| waiter_row(r, &clock)).collect())
         })
     }
 }

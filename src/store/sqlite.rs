@@ -9,12 +9,12 @@
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::config::DbConfig;
 use rusqlite::{types::ValueRef, Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
-use super::sql::{Backend, Conn, SqlStore, Value};
+use super::sql::{Backend, Clock, Conn, SqlStore, Value};
 use super::{Result, StoreError};
 
 /// How long a write waits for another process's transaction.
@@ -28,7 +28,8 @@ const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
 
 /// The schema, one entry per version; each entry migrates from the one
 /// before. `PRAGMA user_version` records how far a store has come.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE jobs (
     name TEXT PRIMARY KEY,
     next_token INTEGER NOT NULL,
@@ -99,7 +100,17 @@ CREATE TABLE history (
     outcome TEXT NOT NULL
 );
 CREATE INDEX history_by_job ON history (job, id);
-"#];
+"#,
+    // Lock files are named by pass id, never by a row; ages of rows of this
+    // boot are measured on the boot clock.
+    r#"
+ALTER TABLE leases DROP COLUMN lock_path;
+ALTER TABLE waiters DROP COLUMN lock_path;
+ALTER TABLE leases ADD COLUMN acquired_boot_ms INTEGER;
+ALTER TABLE leases ADD COLUMN renewed_boot_ms INTEGER;
+ALTER TABLE waiters ADD COLUMN renewed_boot_ms INTEGER;
+"#,
+];
 
 /// Filesystems whose locking SQLite cannot trust, by `statfs` magic.
 pub fn network_fs_name(magic: i64) -> Option<&'static str> {
@@ -116,32 +127,11 @@ pub fn network_fs_name(magic: i64) -> Option<&'static str> {
     })
 }
 
-/// Milliseconds to add to the local clock: a seam for tests that need a
-/// host whose clock is skewed (`JOBRUN_CLOCK_SKEW=1h` or `-1h`).
-pub fn local_clock_skew_ms() -> i64 {
-    let Ok(s) = std::env::var("JOBRUN_CLOCK_SKEW") else {
-        return 0;
-    };
-    let (sign, body) = match s.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, s.as_str()),
-    };
-    humantime::parse_duration(body)
-        .map(|d| sign * d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-pub fn local_now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-        + local_clock_skew_ms()
-}
-
 pub struct SqliteBackend {
     conn: Connection,
     path: String,
+    /// This boot's id: rows recorded under it are aged on the boot clock.
+    boot_id: String,
 }
 
 pub type SqliteStore = SqlStore<SqliteBackend>;
@@ -205,7 +195,11 @@ impl SqliteStore {
         // See WAL_AUTOCHECKPOINT_PAGES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| map_err(&shown, e))?;
-        let mut backend = SqliteBackend { conn, path: shown };
+        let mut backend = SqliteBackend {
+            conn,
+            path: shown,
+            boot_id: crate::liveness::Identity::boot_id(),
+        };
         // Switching a new store to WAL and migrating it can report busy at
         // once, without the busy handler, while another process does the
         // same: keep trying for as long as the busy timeout.
@@ -316,6 +310,7 @@ impl SqliteBackend {
         let mut conn = SqliteTx {
             tx: &tx,
             path: &path,
+            boot_id: &self.boot_id,
         };
         let out = f(&mut conn)?;
         tx.commit().map_err(|e| map_err(&path, e))?;
@@ -324,6 +319,10 @@ impl SqliteBackend {
 }
 
 impl Backend for SqliteBackend {
+    fn identity(&mut self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
         self.run(TransactionBehavior::Immediate, f)
     }
@@ -336,6 +335,7 @@ impl Backend for SqliteBackend {
 struct SqliteTx<'a> {
     tx: &'a rusqlite::Transaction<'a>,
     path: &'a str,
+    boot_id: &'a str,
 }
 
 impl SqliteTx<'_> {
@@ -386,8 +386,11 @@ impl Conn for SqliteTx<'_> {
         Ok(out)
     }
 
-    fn now_ms(&mut self) -> Result<i64> {
-        Ok(local_now_ms())
+    fn clock(&mut self) -> Result<Clock> {
+        Ok(Clock {
+            now_ms: crate::clock::now_ms(),
+            boot: Some((self.boot_id.to_string(), crate::clock::boot_ms())),
+        })
     }
 
     fn lock_job(&mut self, _job: &str) -> Result<()> {

@@ -67,11 +67,12 @@ pub fn start_pass(
     Pass { wrapper, child }
 }
 
-/// SIGKILL a pass's wrapper and child together (no unwinding, no release)
-/// and wait until both are gone.
+/// SIGKILL a pass's wrapper and its whole process group (the child and
+/// anything it started: no unwinding, no release) and wait until both are
+/// gone.
 pub fn kill_pass(env: &TestEnv, p: Pass) {
     kill(p.wrapper as i32, libc::SIGKILL);
-    kill(p.child, libc::SIGKILL);
+    kill(-p.child, libc::SIGKILL);
     assert!(
         env.wait_exit(p.wrapper, START).is_some(),
         "wrapper survived SIGKILL"
@@ -203,6 +204,7 @@ fn unix_ns(t: SystemTime) -> u128 {
 /// next `run` judges the holder dead, frees the slot at once and says so.
 fn killed_holder_frees_at_once(env: &TestEnv) {
     let p = start_pass(env, "j", "first", "60s", &[]);
+    let old_token = slot(env, "j")["token"].as_i64().unwrap();
     let host = slot(env, "j")["holder"]["host"]
         .as_str()
         .unwrap()
@@ -244,22 +246,26 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
     );
     // The log names the job, the old holder and why it was judged dead.
     let freed = format!(
-        "jobrun: j: freed slot 0 (token 1) of holder {host}:{w}: dead: pid {w} is gone; child pid {c} ",
+        "jobrun: j: freed slot 0 (token {old_token}) of holder {host}:{w}: dead: pid {w} is gone; \
+         child pid {c} ",
         w = p.wrapper,
         c = p.child
     );
     assert!(err.contains(&freed), "expected {freed:?} in:\n{err}");
-    // ... and the new token it took.
-    assert!(
-        err.contains("jobrun: j: took slot 0 with new token 2"),
-        "no new token in:\n{err}"
-    );
+    // ... and the new, larger token it took.
+    let new_token: i64 = err
+        .split("jobrun: j: took slot 0 with new token ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no new token in:\n{err}"));
+    assert!(new_token > old_token, "{new_token} after {old_token}");
     // The new pass took a fresh token and released; the old one is not
     // recorded as anything it did not do.
     assert_eq!(env.held("j"), 0);
     let hist = env.history("j");
     assert_eq!(hist[0]["outcome"], "ok", "{hist:?}");
-    assert_eq!(hist[0]["token"], 2, "{hist:?}");
+    assert_eq!(hist[0]["token"], new_token, "{hist:?}");
 }
 
 /// The wrapper SIGKILLed alone: its child runs on, so the holder is alive
@@ -267,6 +273,7 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
 /// holder is dead and the next pass runs.
 fn orphaned_child_keeps_the_slot(env: &TestEnv) {
     let p = start_pass(env, "j", "first", "3s", &[]);
+    let token = slot(env, "j")["token"].as_i64().unwrap();
     kill(p.wrapper as i32, libc::SIGKILL);
     assert!(env.wait_exit(p.wrapper, START).is_some());
     assert!(
@@ -311,7 +318,7 @@ fn orphaned_child_keeps_the_slot(env: &TestEnv) {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(env.path("next.ran").exists());
     assert!(
-        err.contains("freed slot 0 (token 1)") && err.contains(": dead: "),
+        err.contains(&format!("freed slot 0 (token {token})")) && err.contains(": dead: "),
         "{err}"
     );
 }
@@ -326,9 +333,9 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
     // The recorded wrapper's kernel lock would be free by now; point the row
     // at such a file so that only the pids speak.
     let lock = if env.kind == Kind::Sqlite {
-        let left = env.path("left-behind.lock");
-        fs::write(&left, "").unwrap();
-        format!(", lock_path = '{}'", left.display())
+        let left = format!("{}.holders/0000000000ff.lock", env.db);
+        fs::write(left, "").unwrap();
+        ", pass_id = '0000000000ff'".to_string()
     } else {
         String::new()
     };
@@ -381,6 +388,7 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
 fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     let p = start_pass(env, "j", "remote", "6s", &WEB2);
     let s = slot(env, "j");
+    let token = s["token"].as_i64().unwrap();
     assert_eq!(s["holder"]["host"], "web2", "{s}");
     assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
     assert_eq!(s["verdict"]["reason"], "other host web2", "{s}");
@@ -419,7 +427,7 @@ fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     assert!(env.path("rival3.ran").exists());
     assert!(
         err.contains(&format!(
-            "freed slot 0 (token 1) of holder web2:{}: lease lapsed",
+            "freed slot 0 (token {token}) of holder web2:{}: lease lapsed",
             p.wrapper
         )) && err.contains("(unknown: other host web2)"),
         "{err}"

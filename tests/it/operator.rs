@@ -134,9 +134,10 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
     let out = env.run(&["stop-due", "--all", "--dry-run"]);
     let dry = text(&out.stdout);
     assert!(out.status.success(), "{dry}{}", text(&out.stderr));
+    let token = |job: &str| slot(env, job)["token"].as_i64().unwrap();
     for (job, p) in [("a", a), ("b", b)] {
         assert!(
-            dry.contains(&format!("{job} slot 0 token 1 held by "))
+            dry.contains(&format!("{job} slot 0 token {} held by ", token(job)))
                 && dry.contains(&format!(": would signal wrapper pid {} (TERM)", p.wrapper)),
             "{dry}"
         );
@@ -159,6 +160,7 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
     }
     assert_eq!((env.held("a"), env.held("b")), (1, 1));
 
+    let remote_token = token("remote");
     let out = env.run(&["stop-due", "--all", "--wait", "20s"]);
     let said = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
@@ -168,7 +170,8 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
     );
     assert!(
         said.contains(&format!(
-            "remote slot 0 token 1 held by web2:{}: not signalled: recorded on another host or boot (web2)",
+            "remote slot 0 token {remote_token} held by web2:{}: not signalled: recorded on another \
+             host or boot (web2)",
             r.wrapper
         )),
         "{said}"
@@ -533,7 +536,10 @@ fn stop_due_wait_frees_an_orphaned_pass(env: &TestEnv) {
     let out = env.run(&["stop-due", "--all", "--wait", "10s"]);
     let said = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
-    assert!(said.contains("orphaned child"), "{said}");
+    assert!(
+        said.contains(&format!("of orphaned process group {}", p.child)),
+        "{said}"
+    );
     assert!(said.contains("freed, its holder is dead"), "{said}");
     assert!(
         env.path("orphan.termed").exists(),

@@ -458,13 +458,13 @@ fn clear_locks_force_leaves_live_waiters(env: &TestEnv) {
 
 fn coalesce_joins_only_a_queued_pass(env: &TestEnv) {
     create_store(env);
-    // Every pass holds until the test creates release.<its token>.
+    // Every pass holds until the test creates release.<its pass id>.
     let work = script(
         env,
         "work.sh",
         r#"echo "ran $1 $JOBRUN_TOKEN" >> work.log
 n=0
-while [ ! -e "release.$JOBRUN_TOKEN" ]; do
+while [ ! -e "release.$JOBRUN_PASS" ]; do
   n=$((n+1)); if [ $n -gt 3000 ]; then exit 3; fi
   sleep 0.02
 done"#,
@@ -527,10 +527,13 @@ done"#,
         &["run", "--coalesce", "--wait", "60s", "q", "--", &work, "y"],
     );
     wait_queued(env, "q", other);
-    assert_eq!(env.job("q")["queue"]["length"], 2);
+    let job = env.job("q");
+    assert_eq!(job["queue"]["length"], 2);
     assert!(alive(r as i32), "the running pass ended early");
-    for token in ["1", "2", "3"] {
-        release(env, token);
+    let other_id = job["queue"]["waiters"][1]["pass_id"].as_str().unwrap();
+    let running_id = job["slots"][0]["pass_id"].as_str().unwrap();
+    for id in [running_id, &queued_id, other_id] {
+        release(env, id);
     }
     for (name, pid) in [("r", r), ("queued", queued), ("other", other)] {
         assert_eq!(
@@ -540,7 +543,22 @@ done"#,
             env.stderr_of(name)
         );
     }
-    assert_eq!(lines(env, "work.log"), ["ran x 1", "ran x 2", "ran y 3"]);
+    // x ran twice (the running pass, then the queued one that absorbed the
+    // newcomers), then y: in that order, under growing tokens.
+    let ran = lines(env, "work.log");
+    let words: Vec<(&str, i64)> = ran
+        .iter()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1], f[2].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        words.iter().map(|w| w.0).collect::<Vec<_>>(),
+        ["x", "x", "y"],
+        "{ran:?}"
+    );
+    assert!(words.windows(2).all(|w| w[0].1 < w[1].1), "{ran:?}");
     let outcomes: Vec<String> = env
         .history("q")
         .iter()

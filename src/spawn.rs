@@ -1,0 +1,432 @@
+//! Start the command so that no process of a pass runs before it is on
+//! record.
+//!
+//! The command is forked first and held: the new process puts itself in a
+//! process group of its own and blocks on a pipe before exec. Its pid and
+//! start time go into the store in the same transaction that takes the slot
+//! (or joins the queue); only then does the wrapper write the fencing token
+//! down the pipe, and the held process fills it into its environment and
+//! execs. If the wrapper dies first, the pipe closes and the held process
+//! exits without ever running the command. If the slot is not taken, the
+//! wrapper aborts it the same way.
+//!
+//! Between fork and exec the held process only makes async-signal-safe
+//! calls: everything it needs (argv, the environment, the buffers the token
+//! is written into) is built before the fork.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+use crate::exit;
+use crate::lease::Proc;
+use crate::liveness::start_time;
+use crate::supervise::FORWARDED;
+
+/// Room for an i64 in decimal, and for a u32.
+const TOKEN_DIGITS: usize = 20;
+const SLOT_DIGITS: usize = 10;
+
+/// Exit status of a held process whose wrapper went away or aborted it.
+const ABORTED: i32 = exit::JOBRUN_FAILED;
+
+/// A command that could not be started, with the exit code it maps to.
+#[derive(Debug)]
+pub struct SpawnError {
+    pub code: i32,
+    pub message: String,
+}
+
+/// A forked command waiting for its go.
+pub struct HeldChild {
+    proc: Proc,
+    /// Closed (taken) once the child is released or aborted.
+    go: Option<OwnedFd>,
+    exec_error: Option<OwnedFd>,
+}
+
+/// A command that was let go: it has exec'd, or it failed to and is exiting.
+pub struct RunningChild {
+    pid: i32,
+    exec_error: Option<OwnedFd>,
+    reaped: bool,
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds are fresh and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn cstring(bytes: &[u8]) -> Result<CString, SpawnError> {
+    CString::new(bytes).map_err(|_| SpawnError {
+        code: exit::JOBRUN_FAILED,
+        message: "an argument or environment variable contains a NUL byte".into(),
+    })
+}
+
+/// `NAME=` followed by `width` spaces and a NUL: a buffer the held process
+/// writes a number into.
+fn placeholder(name: &str, width: usize) -> Vec<u8> {
+    let mut v = format!("{name}=").into_bytes();
+    v.resize(v.len() + width, b' ');
+    v.push(0);
+    v
+}
+
+/// Write `n` in decimal at `at`, followed by a NUL. Async-signal-safe.
+///
+/// # Safety
+/// `at` must have room for the digits of `n` and the NUL.
+unsafe fn write_decimal(at: *mut u8, mut n: u64) {
+    let mut digits = [0u8; TOKEN_DIGITS];
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        *at.add(i) = digits[len - 1 - i];
+    }
+    *at.add(len) = 0;
+}
+
+/// Where exec looks for `cmd`: itself when it names a path, else each
+/// directory of `PATH` in turn (`/usr/local/bin:/usr/bin:/bin` when unset).
+fn candidates(cmd: &str) -> Result<Vec<CString>, SpawnError> {
+    if cmd.contains('/') {
+        return Ok(vec![cstring(cmd.as_bytes())?]);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| {
+            let dir = if dir.as_os_str().is_empty() {
+                std::path::PathBuf::from(".")
+            } else {
+                dir
+            };
+            cstring(dir.join(cmd).as_os_str().as_bytes())
+        })
+        .collect()
+}
+
+/// Read exactly `buf.len()` bytes; false on EOF or error. Async-signal-safe.
+fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reading into the unread rest of buf.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+impl HeldChild {
+    /// Fork `argv` (run directly, found on PATH like `execvp`) with the
+    /// wrapper's environment plus `env`, and hold it before exec. The held
+    /// process later receives `JOBRUN_TOKEN` and `JOBRUN_SLOT`.
+    pub fn fork(argv: &[String], env: &[(&str, String)]) -> Result<HeldChild, SpawnError> {
+        let failed = |what: &str, e: io::Error| SpawnError {
+            code: exit::JOBRUN_FAILED,
+            message: format!("cannot start the command: {what}: {e}"),
+        };
+        let args: Vec<CString> = argv
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<Result<_, _>>()?;
+        let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        arg_ptrs.push(std::ptr::null());
+        let paths = candidates(&argv[0])?;
+
+        let ours = |k: &[u8]| {
+            k == b"JOBRUN_TOKEN"
+                || k == b"JOBRUN_SLOT"
+                || env.iter().any(|(n, _)| n.as_bytes() == k)
+        };
+        let mut vars: Vec<Vec<u8>> = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            if ours(k.as_bytes()) {
+                continue;
+            }
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            vars.push(cstring(&kv)?.into_bytes_with_nul());
+        }
+        for (k, v) in env {
+            vars.push(cstring(format!("{k}={v}").as_bytes())?.into_bytes_with_nul());
+        }
+        let token_at = vars.len();
+        vars.push(placeholder("JOBRUN_TOKEN", TOKEN_DIGITS));
+        vars.push(placeholder("JOBRUN_SLOT", SLOT_DIGITS));
+        let mut env_ptrs: Vec<*mut libc::c_char> =
+            vars.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
+        env_ptrs.push(std::ptr::null_mut());
+        // SAFETY (for the offsets): each placeholder has room for its digits.
+        let token_digits = unsafe { vars[token_at].as_mut_ptr().add("JOBRUN_TOKEN=".len()) };
+        let slot_digits = unsafe { vars[token_at + 1].as_mut_ptr().add("JOBRUN_SLOT=".len()) };
+
+        let (go_r, go_w) = pipe().map_err(|e| failed("pipe", e))?;
+        let (err_r, err_w) = pipe().map_err(|e| failed("pipe", e))?;
+
+        // Block every signal across the fork: the new process must not run
+        // the wrapper's handlers (they would report its signals as the
+        // wrapper's) before it has reset them.
+        // SAFETY: plain sigset manipulation on local storage.
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        }
+        // SAFETY: the child branch below makes only async-signal-safe calls
+        // on memory prepared before the fork, and ends in exec or _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::close(go_w.as_raw_fd());
+                libc::close(err_r.as_raw_fd());
+                libc::setpgid(0, 0);
+                for sig in FORWARDED.iter().copied().chain([libc::SIGPIPE]) {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+                let mut go = [0u8; 12];
+                if !read_exact(go_r.as_raw_fd(), &mut go) {
+                    libc::_exit(ABORTED);
+                }
+                let token =
+                    i64::from_le_bytes([go[0], go[1], go[2], go[3], go[4], go[5], go[6], go[7]]);
+                let slot = u32::from_le_bytes([go[8], go[9], go[10], go[11]]);
+                write_decimal(token_digits, token as u64);
+                write_decimal(slot_digits, slot as u64);
+                // As execvp does, but with no fallback to a shell for a file
+                // that is not an executable format: that is an error.
+                let mut errno = libc::ENOENT;
+                for path in &paths {
+                    libc::execve(path.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr().cast());
+                    match *libc::__errno_location() {
+                        libc::ENOENT | libc::ENOTDIR => {}
+                        libc::EACCES => errno = libc::EACCES,
+                        other => {
+                            errno = other;
+                            break;
+                        }
+                    }
+                }
+                let bytes = errno.to_le_bytes();
+                libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+                let code = if errno == libc::ENOENT || errno == libc::ENOTDIR {
+                    exit::NOT_FOUND
+                } else {
+                    exit::CANNOT_EXECUTE
+                };
+                libc::_exit(code);
+            }
+        }
+        let forked = io::Error::last_os_error();
+        // SAFETY: restoring the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        if pid < 0 {
+            return Err(failed("fork", forked));
+        }
+        // Also from this side, so the group exists before anyone signals it.
+        // SAFETY: setpgid on our own child.
+        unsafe { libc::setpgid(pid, pid) };
+        drop(go_r);
+        drop(err_w);
+        let Some(start) = start_time(pid) else {
+            // Our own unreaped child always has a /proc entry; without one
+            // it could not be put on record.
+            let mut held = HeldChild {
+                proc: Proc { pid, start: 0 },
+                go: Some(go_w),
+                exec_error: Some(err_r),
+            };
+            held.abort();
+            return Err(failed(
+                "read its start time",
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
+        };
+        Ok(HeldChild {
+            proc: Proc { pid, start },
+            go: Some(go_w),
+            exec_error: Some(err_r),
+        })
+    }
+
+    /// The held process as evidence: put this on record before `release`.
+    pub fn proc(&self) -> Proc {
+        self.proc
+    }
+
+    /// Let the held process exec the command, with its fencing token.
+    pub fn release(mut self, token: i64, slot: u32) -> RunningChild {
+        let mut go = [0u8; 12];
+        go[..8].copy_from_slice(&token.to_le_bytes());
+        go[8..].copy_from_slice(&slot.to_le_bytes());
+        if let Some(fd) = self.go.take() {
+            // A failed write means the held process is gone already; its
+            // exit is noticed like any other.
+            // SAFETY: writing our buffer to a pipe we own.
+            unsafe { libc::write(fd.as_raw_fd(), go.as_ptr().cast(), go.len()) };
+        }
+        RunningChild {
+            pid: self.proc.pid,
+            exec_error: self.exec_error.take(),
+            reaped: false,
+        }
+    }
+
+    /// The command will not run: close the pipe, so the held process exits
+    /// without exec, and reap it.
+    pub fn abort(&mut self) {
+        if self.go.take().is_some() {
+            reap(self.proc.pid);
+        }
+    }
+}
+
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+fn reap(pid: i32) -> Option<ExitStatus> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child, writing into a local.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            return Some(ExitStatus::from_raw(status));
+        }
+        if rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return None;
+    }
+}
+
+impl RunningChild {
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Reap the child (it has exited: the caller was told so).
+    pub fn wait(&mut self) -> Option<ExitStatus> {
+        if self.reaped {
+            return None;
+        }
+        self.reaped = true;
+        reap(self.pid)
+    }
+
+    /// Why exec failed, once the child is gone: `None` when the command ran.
+    pub fn exec_failure(&self, argv0: &str) -> Option<SpawnError> {
+        let mut errno = [0u8; 4];
+        let fd = self.exec_error.as_ref()?;
+        if !read_exact(fd.as_raw_fd(), &mut errno) {
+            return None;
+        }
+        let e = io::Error::from_raw_os_error(i32::from_le_bytes(errno));
+        let (code, what) = match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
+                (exit::NOT_FOUND, "command not found".to_string())
+            }
+            _ => (exit::CANNOT_EXECUTE, format!("cannot execute: {e}")),
+        };
+        Some(SpawnError {
+            code,
+            message: format!("{argv0}: {what}"),
+        })
+    }
+
+    /// KILL and reap a child that must not run on (the wrapper cannot
+    /// supervise it).
+    pub fn kill_and_reap(&mut self) {
+        // SAFETY: our own unreaped child: its pid cannot have been reused.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        self.wait();
+    }
+}
+
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        // Never leave a zombie: a child that was not reaped is ended.
+        if !self.reaped {
+            self.kill_and_reap();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_are_written_in_place() {
+        let mut buf = placeholder("JOBRUN_TOKEN", TOKEN_DIGITS);
+        let at = "JOBRUN_TOKEN=".len();
+        unsafe { write_decimal(buf.as_mut_ptr().add(at), i64::MAX as u64) };
+        let s = CString::from_vec_with_nul(buf[..at + 20].to_vec()).unwrap();
+        assert_eq!(s.to_str().unwrap(), "JOBRUN_TOKEN=9223372036854775807");
+        let mut buf = placeholder("JOBRUN_SLOT", SLOT_DIGITS);
+        let at = "JOBRUN_SLOT=".len();
+        unsafe { write_decimal(buf.as_mut_ptr().add(at), 0) };
+        assert_eq!(&buf[..at + 2], b"JOBRUN_SLOT=0\0");
+    }
+
+    #[test]
+    fn a_held_child_runs_nothing_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let argv = vec![
+            "sh".to_string(),
+            "-c".into(),
+            format!("echo $JOBRUN_TOKEN/$JOBRUN_SLOT > {}", marker.display()),
+        ];
+        // Aborted: the command never runs.
+        let held = HeldChild::fork(&argv, &[]).unwrap();
+        assert!(held.proc().start > 0);
+        drop(held);
+        assert!(!marker.exists());
+        // Released: it runs with its token.
+        let held = HeldChild::fork(&argv, &[]).unwrap();
+        let mut child = held.release(1_234_567_890_123, 7);
+        assert!(child.wait().unwrap().success());
+        assert!(child.exec_failure("sh").is_none());
+        let text = std::fs::read_to_string(&marker).unwrap();
+        assert_eq!(text.trim(), "1234567890123/7");
+    }
+
+    #[test]
+    fn a_missing_command_is_reported_after_release() {
+        let argv = vec!["/nonexistent/jobrun-test-command".to_string()];
+        let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(exit::NOT_FOUND));
+        let e = child.exec_failure(&argv[0]).unwrap();
+        assert_eq!(e.code, exit::NOT_FOUND);
+    }
+}
