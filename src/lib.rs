@@ -16,6 +16,8 @@ pub mod report;
 pub mod settings;
 pub mod store;
 pub mod supervise;
+pub mod trust;
+pub mod wake;
 
 use clap::Parser;
 

@@ -11,6 +11,7 @@ pub mod stop_due;
 
 use crate::lease::LeaseRow;
 use crate::liveness::{judge, Identity, Verdict};
+use crate::report::escape;
 use crate::store::StoreSpec;
 
 /// Judge every lease, probing outside any store transaction.
@@ -26,7 +27,8 @@ pub fn judged(leases: Vec<LeaseRow>, spec: &StoreSpec) -> Vec<(LeaseRow, Verdict
         .collect()
 }
 
-/// `host:pid` of a holder, as every command shows it.
+/// `host:pid` of a holder, as every command shows it (the host is text from
+/// the store: escaped).
 pub fn holder_name(l: &LeaseRow) -> String {
-    format!("{}:{}", l.holder.host, l.holder.wrapper.pid)
+    format!("{}:{}", escape(&l.holder.host), l.holder.wrapper.pid)
 }

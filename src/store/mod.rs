@@ -118,18 +118,6 @@ impl StoreSpec {
         }
     }
 
-    /// A file beside the store that a release touches so waiters on this
-    /// machine wake at once rather than at their next poll.
-    pub fn wake_path(&self) -> Option<PathBuf> {
-        match self {
-            StoreSpec::Sqlite(p, _) => Some(sibling(p, "wake")),
-            StoreSpec::Postgres(_) => std::env::var_os("XDG_RUNTIME_DIR")
-                .map(PathBuf::from)
-                .or_else(|| Some(std::env::temp_dir()))
-                .map(|d| d.join(format!("jobrun-postgres-{}.wake", nix::unistd::geteuid()))),
-        }
-    }
-
     /// How the store is named in messages (a PostgreSQL URL without its
     /// password).
     pub fn display(&self) -> String {
