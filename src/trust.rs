@@ -41,7 +41,7 @@ pub fn user_name(uid: u32) -> String {
 /// What a refused file is: one line naming it, its owner and mode, and why.
 fn refusal(path: &Path, md: &Metadata, why: &str) -> String {
     format!(
-        "{} (owner {}, mode {:04o}) {why}; refusing to use it",
+        "{} (owner {}, mode {:04o}) {why}",
         path.display(),
         user_name(md.uid()),
         md.mode() & 0o7777
@@ -85,7 +85,11 @@ pub fn check(path: &Path, md: &Metadata, mode: u32) -> Result<(), String> {
         return Err(refusal(
             path,
             md,
-            &format!("is owned by neither {} nor root", user_name(me)),
+            &if me == 0 {
+                "is not owned by root".to_string()
+            } else {
+                format!("is owned by neither {} nor root", user_name(me))
+            },
         ));
     }
     let wider = md.mode() & 0o022 & !mode;
@@ -126,7 +130,7 @@ pub fn open_failure(path: &Path, e: &io::Error) -> String {
     if e.raw_os_error() == Some(libc::ELOOP) {
         match std::fs::symlink_metadata(path) {
             Ok(md) => refusal(path, &md, "is a symbolic link"),
-            Err(_) => format!("{} is a symbolic link; refusing to use it", path.display()),
+            Err(_) => format!("{} is a symbolic link", path.display()),
         }
     } else {
         format!("cannot open {}: {e}", path.display())

@@ -89,7 +89,7 @@ fn open_or_warn(spec: &StoreSpec) -> Option<(PathBuf, File)> {
     match opened {
         Ok(x) => Some(x),
         Err(why) => {
-            say!("warning: wake file not used (waiters fall back to polling): {why}");
+            say!("warning: not using the wake file (waiters here fall back to polling): {why}");
             None
         }
     }

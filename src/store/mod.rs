@@ -35,6 +35,10 @@ pub enum StoreError {
     },
     #[error("store {path} is on a network filesystem ({fs}); SQLite locking is not safe there: use a PostgreSQL store (JOBRUN_DB=postgres://...)")]
     NetworkFs { path: String, fs: String },
+    /// A file of the store that is not ours to use: a symlink, another
+    /// user's file, one writable beyond `--db-mode` (see `trust`).
+    #[error("refusing the store: {0}")]
+    Refused(String),
     #[error("store {0}: {1}")]
     Other(String, String),
 }
