@@ -252,7 +252,7 @@ pub fn looks_like_keyword_string(db: &str) -> bool {
                 .any(|kw| k.trim().eq_ignore_ascii_case(kw))
         })
     };
-    let first = db.trim_start().split_whitespace().next().unwrap_or("");
+    let first = db.split_whitespace().next().unwrap_or("");
     // "host = db1" spells the same pair with spaces around '='.
     let spaced = db
         .split_whitespace()
