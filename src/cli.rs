@@ -64,7 +64,10 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The job: 1-200 printable characters, no whitespace at either end.
+    /// The job: 1-200 printable characters, no whitespace at either end, no
+    /// control, bidirectional-override (U+202A-U+202E, U+2066-U+2069,
+    /// U+200E, U+200F, U+061C) or zero-width (U+200B-U+200D, U+2060, U+FEFF)
+    /// characters.
     pub name: String,
 
     /// The command and its arguments, run directly (no shell).

@@ -18,6 +18,8 @@ pub mod settings;
 pub mod spawn;
 pub mod store;
 pub mod supervise;
+pub mod trust;
+pub mod wake;
 
 use clap::Parser;
 

@@ -1,5 +1,10 @@
 //! jobrun's own lines on stderr: one line per event, prefixed so that cron
 //! mail and journald show whose line it is.
+//!
+//! Text read from the store (pause reasons, hosts, commands, pass ids, job
+//! names) was written by whoever can write the store: it goes through
+//! `escape` before it is shown, so a row can neither forge a line of its own
+//! nor drive the operator's terminal.
 
 /// Print one line on stderr: `jobrun: <message>`.
 #[macro_export]
@@ -7,6 +12,43 @@ macro_rules! say {
     ($($arg:tt)*) => {
         eprintln!("jobrun: {}", format_args!($($arg)*))
     };
+}
+
+/// Characters that reorder or hide text on screen: bidirectional overrides,
+/// embeddings, isolates and marks, and zero-width characters. Job names
+/// refuse them; shown text renders them as escapes.
+pub fn is_invisible_or_bidi(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{061C}'
+            | '\u{FEFF}'
+            | '\u{2028}'
+            | '\u{2029}'
+    )
+}
+
+/// Text from the store as one visible line: control characters (C0, DEL,
+/// C1), ESC, and bidi or zero-width characters become escapes (`\n`, `\t`,
+/// `\r`, `\e`, `\u{202e}`); everything else is kept as it is.
+pub fn escape(s: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{1b}' => out.push_str("\\e"),
+            c if c.is_control() || is_invisible_or_bidi(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A duration as an operator reads it: `1.2s`, `4m 3s`, `2h 5m`.
@@ -40,6 +82,15 @@ pub fn utc_ms(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_text_is_shown_as_one_visible_line() {
+        assert_eq!(escape("feeds.poll"), "feeds.poll");
+        assert_eq!(escape("a\nFAKE: x\u{1b}[2J"), "a\\nFAKE: x\\e[2J");
+        assert_eq!(escape("a\u{202e}b\u{200b}"), "a\\u{202e}b\\u{200b}");
+        assert_eq!(escape("\u{7f}\u{9b}\r\t"), "\\u{7f}\\u{9b}\\r\\t");
+        assert_eq!(escape("café ✓"), "café ✓");
+    }
 
     #[test]
     fn durations_read_naturally() {

@@ -49,7 +49,9 @@ pub fn duration_at_most(
 }
 
 /// A job name: 1-200 printable characters, no control characters, no
-/// whitespace at either end.
+/// bidirectional-override or zero-width characters (they make one name look
+/// like another, or reorder the line it is shown in), no whitespace at
+/// either end.
 pub fn job_name(name: &str) -> Result<String> {
     if name.is_empty() {
         bail!("invalid job name: it is empty; use 1-{MAX_NAME_LEN} printable characters, e.g. feeds.poll");
@@ -62,6 +64,17 @@ pub fn job_name(name: &str) -> Result<String> {
     }
     if name.chars().any(char::is_control) {
         bail!("invalid job name {name:?}: it contains a control character");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| crate::report::is_invisible_or_bidi(c))
+    {
+        bail!(
+            "invalid job name \"{}\": it contains U+{:04X}, a bidirectional or zero-width \
+             character that hides or reorders text",
+            crate::report::escape(name),
+            c as u32
+        );
     }
     if name.trim() != name {
         bail!("invalid job name {name:?}: it starts or ends with whitespace");
@@ -96,6 +109,14 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
         if db.trim().is_empty() {
             bail!(
                 "invalid --db/JOBRUN_DB: it is empty; give a file path or postgres://user@host/db"
+            );
+        }
+        if crate::store::postgres::looks_like_keyword_string(db) {
+            // Not echoed: such a string usually holds a password.
+            bail!(
+                "invalid --db/JOBRUN_DB: it looks like a libpq key=value connection string \
+                 (host=... dbname=...); key=value strings are not supported yet: use a URL, \
+                 postgres://user@host/db (the value is not shown here, it may hold a password)"
             );
         }
         return Ok(StoreSpec::parse(db, mode));
@@ -190,6 +211,13 @@ mod tests {
         assert!(job_name(" lead").is_err());
         assert!(job_name("trail ").is_err());
         assert!(job_name("a\nb").is_err());
+        assert!(job_name("a\u{202e}b").is_err());
+        assert!(job_name("a\u{2066}b").is_err());
+        assert!(job_name("a\u{200b}b").is_err());
+        assert!(job_name("a\u{feff}b").is_err());
+        assert!(job_name("a\u{061c}b").is_err());
+        assert!(job_name("a\u{200e}b").is_err());
+        assert!(job_name("caf\u{e9}.poll").is_ok());
         assert!(job_name(&"x".repeat(200)).is_ok());
         assert!(job_name(&"x".repeat(201)).is_err());
     }

@@ -10,6 +10,7 @@ use crate::cmd::{evidence, holder_name, judged};
 use crate::exit;
 use crate::lease::EvictIf;
 use crate::liveness::{decide, remove_stale_lock, Decision, Liveness};
+use crate::report::escape;
 use crate::say;
 use crate::settings::job_name;
 use crate::store::StoreSpec;
@@ -27,11 +28,12 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     let evidence = evidence(&spec);
     for (l, v) in judged(store.leases(&names)?, &evidence) {
         let head = format!(
-            "{} slot {} token {} held by {} ({v})",
-            l.job,
+            "{} slot {} token {} held by {} ({})",
+            escape(&l.job),
             l.slot,
             l.token,
-            holder_name(&l)
+            holder_name(&l),
+            escape(&v.to_string())
         );
         match decide(&l, &v, a.force) {
             Decision::Free(ev) => {
@@ -83,8 +85,12 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
             _ => continue,
         };
         let head = format!(
-            "{} queued pass {} of {}:{} ({v})",
-            w.job, w.pass_id, w.holder.host, w.holder.wrapper.pid
+            "{} queued pass {} of {}:{} ({})",
+            escape(&w.job),
+            escape(&w.pass_id),
+            escape(&w.holder.host),
+            w.holder.wrapper.pid,
+            escape(&v.to_string())
         );
         if a.dry_run {
             println!("{head}: would remove from the queue");

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::cli::HistoryArgs;
 use crate::exit;
 use crate::lease::{Outcome, PassRecord};
-use crate::report::{human_ms, utc_ms};
+use crate::report::{escape, human_ms, utc_ms};
 use crate::settings::job_name;
 use crate::store::StoreSpec;
 
@@ -103,12 +103,12 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
         println!(
             "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  {}",
             utc_ms(p.started_at_ms),
-            p.job,
+            escape(&p.job),
             p.outcome.as_str(),
             human_ms(p.duration_ms),
             p.token.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
             code,
-            p.pass_id
+            escape(&p.pass_id)
         );
     }
     println!();
@@ -120,7 +120,7 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
         let outcomes: Vec<String> = s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         println!(
             "{:<24} {:>6} {:>8} {:>8} {:>8} {:>8}  {}",
-            s.job,
+            escape(&s.job),
             s.count,
             human_ms(s.mean_ms),
             human_ms(s.p50_ms),

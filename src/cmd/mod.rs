@@ -11,6 +11,7 @@ pub mod stop_due;
 
 use crate::lease::LeaseRow;
 use crate::liveness::{Evidence, Identity, Verdict};
+use crate::report::escape;
 use crate::store::StoreSpec;
 
 /// What judging holders of this store needs: who we are, how far the store
@@ -30,7 +31,8 @@ pub fn judged(leases: Vec<LeaseRow>, evidence: &Evidence) -> Vec<(LeaseRow, Verd
         .collect()
 }
 
-/// `host:pid` of a holder, as every command shows it.
+/// `host:pid` of a holder, as every command shows it (the host is text from
+/// the store: escaped).
 pub fn holder_name(l: &LeaseRow) -> String {
-    format!("{}:{}", l.holder.host, l.holder.wrapper.pid)
+    format!("{}:{}", escape(&l.holder.host), l.holder.wrapper.pid)
 }

@@ -17,7 +17,7 @@ use crate::liveness::{
     decide, remove_stale_lock, this_process, Decision, Evidence, HolderLock, Liveness, StoreReach,
 };
 use crate::renewer::{Held, Renewer, RenewerConfig, RenewerExit, StoreLease};
-use crate::report::{human_ms, utc_ms};
+use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
 use crate::spawn::HeldChild;
@@ -224,11 +224,12 @@ impl Pass {
                         v.to_string()
                     };
                     let note = format!(
-                        "{}: freed slot {} (token {}) of holder {}: {why}",
-                        l.job,
+                        "{}: freed slot {} (token {}) of holder {}: {}",
+                        escape(&l.job),
                         l.slot,
                         l.token,
-                        holder_name(&l)
+                        holder_name(&l),
+                        escape(&why)
                     );
                     plan.push(Planned {
                         eviction,
@@ -242,10 +243,10 @@ impl Pass {
                         say!(
                             "{}: warning: lease lapsed {} ago but holder {} is alive ({}); \
                              keeping it",
-                            l.job,
+                            escape(&l.job),
                             human_ms(-l.expires_in_ms),
                             holder_name(&l),
-                            v.reason
+                            escape(&v.reason)
                         );
                     }
                 }
@@ -284,11 +285,12 @@ impl Pass {
                     };
                     format!(
                         "already running; skipping: held by {} since {}, renewed {} ago, \
-                         token {} ({v}){more}",
+                         token {} ({}){more}",
                         holder_name(l),
                         utc_ms(l.acquired_at_ms),
                         human_ms(l.renewed_ago_ms),
-                        l.token
+                        l.token,
+                        escape(&v.to_string())
                     )
                 }
                 None => format!("{queued} pass(es) queued ahead; skipping"),
@@ -301,7 +303,11 @@ impl Pass {
 
     fn coalesced(&mut self, into: &str) -> Result<i32> {
         self.held = None;
-        say!("{}: coalesced into queued pass {into}", self.label());
+        say!(
+            "{}: coalesced into queued pass {}",
+            self.label(),
+            escape(into)
+        );
         self.record_not_run(Outcome::Coalesced)?;
         Ok(self.settings.coalesced_exit_code)
     }
@@ -489,7 +495,7 @@ impl Pass {
         let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
         match self.with_retries(|store| store.release(key, Some((&pass, keep)))) {
-            Ok(true) => wake_waiters(&self.spec),
+            Ok(true) => crate::wake::wake_waiters(&self.spec),
             Ok(false) => say!(
                 "{} slot {}: lock was no longer ours at release (token {})",
                 key.job,
@@ -521,7 +527,7 @@ impl Pass {
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.
         let deadline = arrived.checked_add(wait);
-        watch_wake(&self.spec, self.sender.clone());
+        crate::wake::watch(&self.spec, self.sender.clone());
         let held = Held::Waiter {
             id,
             job: self.settings.job.clone(),
@@ -681,11 +687,12 @@ impl Pass {
             };
             if gone {
                 say!(
-                    "{}: removed queued pass {} of {}:{} ({v})",
-                    w.job,
-                    w.pass_id,
-                    w.holder.host,
-                    w.holder.wrapper.pid
+                    "{}: removed queued pass {} of {}:{} ({})",
+                    escape(&w.job),
+                    escape(&w.pass_id),
+                    escape(&w.holder.host),
+                    w.holder.wrapper.pid,
+                    escape(&v.to_string())
                 );
                 removed += 1;
             }
@@ -705,63 +712,11 @@ fn open<'a>(
     }
 }
 
+/// The pause as a pass reports it; its reason is text from the store.
 fn paused_line(p: &PauseInfo) -> String {
     let by = if p.all { " (pause --all)" } else { "" };
     match &p.reason {
-        Some(r) => format!("paused{by} ({r}, since {})", utc_ms(p.since_ms)),
+        Some(r) => format!("paused{by} ({}, since {})", escape(r), utc_ms(p.since_ms)),
         None => format!("paused{by} (since {})", utc_ms(p.since_ms)),
     }
-}
-
-fn open_wake_file(spec: &StoreSpec, path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-    let mode = spec.modes().0;
-    // Never through a symlink: the file may sit in a shared directory.
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    // Past the umask, and only on our own file.
-    if file.metadata()?.uid() == nix::unistd::geteuid().as_raw() {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
-    }
-    Ok(file)
-}
-
-/// Touch the wake file so waiters on this machine look at once.
-fn wake_waiters(spec: &StoreSpec) {
-    if let Some(Ok(f)) = spec.wake_path().map(|p| open_wake_file(spec, &p)) {
-        let _ = f.set_modified(std::time::SystemTime::now());
-    }
-}
-
-/// Forward changes of the wake file to `events` as `Event::Wake`, through
-/// a thread blocked on inotify. Correctness never depends on it: waiters
-/// also poll with a bounded interval.
-fn watch_wake(spec: &StoreSpec, events: Sender<Event>) {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    let Some(path) = spec.wake_path() else { return };
-    if open_wake_file(spec, &path).is_err() {
-        return;
-    }
-    let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC) else {
-        return;
-    };
-    if inotify
-        .add_watch(&path, AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_MODIFY)
-        .is_err()
-    {
-        return;
-    }
-    let _ = std::thread::Builder::new()
-        .name("jobrun-wake".into())
-        .spawn(move || {
-            while inotify.read_events().is_ok() {
-                if events.send(Event::Wake).is_err() {
-                    break;
-                }
-            }
-        });
 }

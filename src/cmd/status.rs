@@ -9,7 +9,7 @@ use crate::cmd::{evidence, judged};
 use crate::exit;
 use crate::lease::{LeaseRow, Pause, WaiterRow};
 use crate::liveness::{Liveness, Verdict};
-use crate::report::{human_ms, utc_ms};
+use crate::report::{escape, human_ms, utc_ms};
 use crate::settings::job_name;
 use crate::store::StoreSpec;
 
@@ -132,13 +132,19 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// Human output fits 100 columns, whatever the names, hosts and reasons.
+/// Human output fits 100 columns, whatever the names, hosts and reasons;
+/// every text from the store is escaped first, so a row shows as one line.
 const WIDTH: usize = 100;
 
 macro_rules! row {
     ($($arg:tt)*) => {
         println!("{}", trunc(&format!($($arg)*), WIDTH))
     };
+}
+
+/// A text field of a row, escaped for the table.
+fn text(v: &Value) -> String {
+    escape(v.as_str().unwrap_or(""))
 }
 
 fn ms(v: &Value) -> i64 {
@@ -157,13 +163,13 @@ fn print_table(jobs: &[Value]) {
         "TOKEN"
     );
     for j in jobs {
-        let name = trunc(j["name"].as_str().unwrap_or(""), 24);
+        let name = trunc(&text(&j["name"]), 24);
         let last = match &j["last"] {
             Value::Null => "-".to_string(),
             l => trunc(
                 &format!(
                     "{} {}",
-                    l["outcome"].as_str().unwrap_or("-"),
+                    escape(l["outcome"].as_str().unwrap_or("-")),
                     human_ms(ms(&l["duration_ms"]))
                 ),
                 18,
@@ -182,11 +188,7 @@ fn print_table(jobs: &[Value]) {
             );
         }
         for s in &slots {
-            let holder = format!(
-                "{}:{}",
-                s["holder"]["host"].as_str().unwrap_or(""),
-                s["holder"]["pid"]
-            );
+            let holder = format!("{}:{}", text(&s["holder"]["host"]), s["holder"]["pid"]);
             row!(
                 "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
                 s["slot"].to_string(),
@@ -200,7 +202,7 @@ fn print_table(jobs: &[Value]) {
                 "    since {}, {}: {}",
                 s["since"].as_str().unwrap_or(""),
                 s["verdict"]["liveness"].as_str().unwrap_or(""),
-                trunc(s["verdict"]["reason"].as_str().unwrap_or(""), 56)
+                trunc(&text(&s["verdict"]["reason"]), 56)
             );
         }
         if let Some(p) = j["paused"].as_object() {
@@ -214,7 +216,7 @@ fn print_table(jobs: &[Value]) {
                 p["since"].as_str().unwrap_or(""),
                 p["reason"]
                     .as_str()
-                    .map(|r| format!(": {}", trunc(r, 50)))
+                    .map(|r| format!(": {}", trunc(&escape(r), 50)))
                     .unwrap_or_default()
             );
         }
@@ -229,11 +231,11 @@ fn print_table(jobs: &[Value]) {
                 row!(
                     "      #{} {}:{} waited {} ({}: {})",
                     w["position"],
-                    w["holder"]["host"].as_str().unwrap_or(""),
+                    text(&w["holder"]["host"]),
                     w["holder"]["pid"],
                     human_ms(ms(&w["waited_ms"])),
                     w["verdict"]["liveness"].as_str().unwrap_or(""),
-                    trunc(w["verdict"]["reason"].as_str().unwrap_or(""), 40)
+                    trunc(&text(&w["verdict"]["reason"]), 40)
                 );
             }
         }

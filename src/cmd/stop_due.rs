@@ -16,6 +16,7 @@ use crate::liveness::{
     decide, signal_group_verified, signal_verified, start_time, Decision, Evidence, Liveness,
     NotSignalled,
 };
+use crate::report::escape;
 use crate::say;
 use crate::settings::{duration, job_name};
 use crate::store::StoreSpec;
@@ -49,13 +50,13 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
     if l.holder.boot_id != me.boot_id {
         return Err(format!(
             "recorded on another host or boot ({})",
-            l.holder.host
+            escape(&l.holder.host)
         ));
     }
     if l.holder.pid_ns != me.pid_ns {
         return Err(format!(
             "recorded in another pid namespace ({})",
-            l.holder.pid_ns
+            escape(&l.holder.pid_ns)
         ));
     }
     let wrapper_err = match signal_verified(l.holder.wrapper, 0, true) {
@@ -99,7 +100,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     for l in store.leases(&names)? {
         let head = format!(
             "{} slot {} token {} held by {}",
-            l.job,
+            escape(&l.job),
             l.slot,
             l.token,
             holder_name(&l)
@@ -159,8 +160,11 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             if let Decision::Free(ev) = decide(l, &v, false) {
                 if v.liveness == Liveness::Dead && store.evict(&l.job, &ev)? {
                     println!(
-                        "{} slot {} token {}: freed, its holder is dead ({v})",
-                        l.job, l.slot, l.token
+                        "{} slot {} token {}: freed, its holder is dead ({})",
+                        escape(&l.job),
+                        l.slot,
+                        l.token,
+                        escape(&v.to_string())
                     );
                     freed += 1;
                 }
@@ -192,7 +196,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                         say!(
                             "{} slot {}: still held {} after TERM, no command recorded; \
                              not escalating",
-                            l.job,
+                            escape(&l.job),
                             l.slot,
                             humantime::format_duration(k)
                         );
@@ -208,14 +212,14 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                         Ok(n) => say!(
                             "{} slot {}: still held {} after TERM; sent KILL to {n} process(es) \
                              of process group {}",
-                            l.job,
+                            escape(&l.job),
                             l.slot,
                             humantime::format_duration(k),
                             child.pid
                         ),
                         Err(e) => say!(
                             "{} slot {}: cannot KILL pid {}: {e}",
-                            l.job,
+                            escape(&l.job),
                             l.slot,
                             child.pid
                         ),
@@ -229,7 +233,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                 println!(
                     "still held after {}: {} slot {} token {} by {}",
                     humantime::format_duration(wait),
-                    l.job,
+                    escape(&l.job),
                     l.slot,
                     l.token,
                     holder_name(l)

@@ -35,6 +35,10 @@ pub enum StoreError {
     },
     #[error("store {path} is on a network filesystem ({fs}); SQLite locking is not safe there: use a PostgreSQL store (JOBRUN_DB=postgres://...)")]
     NetworkFs { path: String, fs: String },
+    /// A file of the store that is not ours to use: a symlink, another
+    /// user's file, one writable beyond `--db-mode` (see `trust`).
+    #[error("refusing the store: {0}")]
+    Refused(String),
     #[error("store {0}: {1}")]
     Other(String, String),
 }
@@ -115,18 +119,6 @@ impl StoreSpec {
         match self {
             StoreSpec::Sqlite(p, _) => Some(sibling(p, "holders")),
             StoreSpec::Postgres(_) => None,
-        }
-    }
-
-    /// A file beside the store that a release touches so waiters on this
-    /// machine wake at once rather than at their next poll.
-    pub fn wake_path(&self) -> Option<PathBuf> {
-        match self {
-            StoreSpec::Sqlite(p, _) => Some(sibling(p, "wake")),
-            StoreSpec::Postgres(_) => std::env::var_os("XDG_RUNTIME_DIR")
-                .map(PathBuf::from)
-                .or_else(|| Some(std::env::temp_dir()))
-                .map(|d| d.join(format!("jobrun-postgres-{}.wake", nix::unistd::geteuid()))),
         }
     }
 

@@ -109,18 +109,171 @@ INSERT INTO jobrun_store (stamp)
     VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
 "#;
 
-/// The URL as messages show it: without its password.
+/// Query parameters of a connection URL that hold a secret.
+const SECRET_PARAMS: &[&str] = &["password", "sslpassword"];
+
+/// `%XX` escapes decoded, as the connection parser decodes query keys.
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The URL as messages show it: without its password, wherever it sits
+/// (user info `user:pw@`, or a `password=`/`sslpassword=` query parameter
+/// in any case).
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_string();
+    let (base, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
     };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+    // The host part starts after the last '@' (a password may hold '@').
+    let base = match base.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => base.to_string(),
+        },
+        None => base.to_string(),
+    };
+    let Some(query) = query else {
+        return format!("{scheme}://{base}");
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _))
+                if SECRET_PARAMS
+                    .iter()
+                    .any(|s| percent_decoded(k).trim().eq_ignore_ascii_case(s)) =>
+            {
+                format!("{k}=***")
+            }
+            _ => kv.to_string(),
+        })
+        .collect();
+    format!("{scheme}://{base}?{}", params.join("&"))
+}
+
+/// The secrets in a connection URL (its password wherever it sits), raw
+/// and decoded, so that a message quoting one can have it removed.
+fn secrets(url: &str) -> Vec<String> {
+    let mut out = vec![];
+    let Some((_, rest)) = url.split_once("://") else {
+        return out;
+    };
+    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if let Some((userinfo, _)) = base.rsplit_once('@') {
+        if let Some((_, pw)) = userinfo.split_once(':') {
+            out.push(pw.to_string());
+            out.push(percent_decoded(pw));
+        }
     }
+    for kv in query.split('&') {
+        if let Some((k, v)) = kv.split_once('=') {
+            if SECRET_PARAMS
+                .iter()
+                .any(|s| percent_decoded(k).trim().eq_ignore_ascii_case(s))
+            {
+                out.push(v.to_string());
+                out.push(percent_decoded(v));
+            }
+        }
+    }
+    // Neither the client nor the server quotes a password; this is a
+    // second guard, and a secret of a few characters would turn every
+    // occurrence of them in a message into `***`.
+    out.retain(|s| s.chars().count() >= 4);
+    out
+}
+
+/// A message with every secret of `url` in it replaced by `***`.
+fn scrub(msg: &str, url: &str) -> String {
+    secrets(url)
+        .iter()
+        .fold(msg.to_string(), |m, s| m.replace(s.as_str(), "***"))
+}
+
+/// Connection keywords of libpq's `key=value` strings: a `--db` made of
+/// them is such a string, never a file path.
+const LIBPQ_KEYWORDS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "channel_binding",
+    "connect_timeout",
+    "client_encoding",
+    "options",
+    "application_name",
+    "fallback_application_name",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "replication",
+    "gssencmode",
+    "sslmode",
+    "requiressl",
+    "sslcompression",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcertmode",
+    "sslrootcert",
+    "sslcrl",
+    "sslcrldir",
+    "sslsni",
+    "requirepeer",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "krbsrvname",
+    "gsslib",
+    "gssdelegation",
+    "service",
+    "target_session_attrs",
+    "load_balance_hosts",
+    "require_auth",
+];
+
+/// Whether `db` looks like a libpq `key=value` connection string
+/// (`host=db1 user=jobrun password=...`): it starts with `keyword=`, or it
+/// names no directory and one of its words is `keyword=...`.
+pub fn looks_like_keyword_string(db: &str) -> bool {
+    let is_pair = |word: &str| {
+        word.split_once('=').is_some_and(|(k, _)| {
+            LIBPQ_KEYWORDS
+                .iter()
+                .any(|kw| k.trim().eq_ignore_ascii_case(kw))
+        })
+    };
+    let first = db.split_whitespace().next().unwrap_or("");
+    // "host = db1" spells the same pair with spaces around '='.
+    let spaced = db
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[1].starts_with('=') && is_pair(&format!("{}=", w[0])));
+    is_pair(first) || (!db.contains('/') && (db.split_whitespace().any(is_pair) || spaced))
 }
 
 pub struct PgBackend {
@@ -136,9 +289,12 @@ pub type PgStore = SqlStore<PgBackend>;
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
         let shown = redact(url);
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| StoreError::Other(shown.clone(), format!("bad connection string: {e}")))?;
+        let mut config: Config = url.parse().map_err(|e| {
+            StoreError::Other(
+                shown.clone(),
+                scrub(&format!("bad connection string: {e}"), url),
+            )
+        })?;
         if config.get_ssl_mode() == postgres::config::SslMode::Require {
             return Err(StoreError::Other(
                 shown,
@@ -164,7 +320,9 @@ impl PgStore {
             STATEMENT_TIMEOUT.as_millis(),
             STATEMENT_TIMEOUT.as_millis()
         ));
-        let client = config.connect(NoTls).map_err(|e| map_err(&shown, e))?;
+        let client = config
+            .connect(NoTls)
+            .map_err(|e| scrub_err(map_err(&shown, e), url))?;
         let mut backend = PgBackend {
             client,
             shown,
@@ -411,6 +569,16 @@ impl Conn for PgTx<'_, '_> {
     }
 }
 
+/// A connection failure's message with the URL's secrets removed, in case
+/// the client or the server quoted one.
+fn scrub_err(e: StoreError, url: &str) -> StoreError {
+    match e {
+        StoreError::Unreachable(s, d) => StoreError::Unreachable(s, scrub(&d, url)),
+        StoreError::Other(s, d) => StoreError::Other(s, scrub(&d, url)),
+        e => e,
+    }
+}
+
 /// A dropped connection or a shut-down server is `Unreachable` (the renewer
 /// reconnects next tick); a timeout or lock wait is `Busy`; anything else is
 /// reported as it is.
@@ -454,5 +622,36 @@ mod tests {
             redact("postgres://jobrun@db1/jobs"),
             "postgres://jobrun@db1/jobs"
         );
+        assert_eq!(
+            redact("postgres://jobrun:p@ss@db1/jobs?sslmode=disable&PassWord=s3cret"),
+            "postgres://jobrun:***@db1/jobs?sslmode=disable&PassWord=***"
+        );
+        assert_eq!(
+            redact("postgresql://db1/jobs?password=a&sslpassword=b&pass%77ord=c"),
+            "postgresql://db1/jobs?password=***&sslpassword=***&pass%77ord=***"
+        );
+        assert_eq!(
+            scrub(
+                "auth failed for s3cret and s%40cret",
+                "postgres://u:s%40cret@h/d?password=s3cret"
+            ),
+            "auth failed for *** and ***"
+        );
+    }
+
+    #[test]
+    fn keyword_strings_are_recognised() {
+        assert!(looks_like_keyword_string(
+            "host=db1 user=jobrun password=s3cret"
+        ));
+        assert!(looks_like_keyword_string("password=s3cret"));
+        assert!(looks_like_keyword_string("dbname = jobs"));
+        assert!(looks_like_keyword_string(
+            "host=/var/run/postgresql dbname=jobs"
+        ));
+        assert!(!looks_like_keyword_string("/var/lib/jobrun/jobrun.db"));
+        assert!(!looks_like_keyword_string("./state/a=b.db"));
+        assert!(!looks_like_keyword_string("jobrun.db"));
+        assert!(!looks_like_keyword_string("weird=name.db"));
     }
 }

@@ -5,6 +5,12 @@
 //! 0600 in a directory created for it; it is never deleted, truncated or
 //! rewritten because something went wrong: a corrupt file, a file from a
 //! newer jobrun, or a file on a network filesystem is an error naming it.
+//!
+//! Others may write where the store lives and jobrun often runs as root, so
+//! the store's files are judged before SQLite opens them (`trust::check`: no
+//! symlink, ours or root's, no wider than `--db-mode`), SQLite opens the
+//! store with `SQLITE_OPEN_NOFOLLOW`, and a file that is not a jobrun store
+//! (its `application_id`) is refused before anything is written to it.
 
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -112,6 +118,16 @@ ALTER TABLE waiters ADD COLUMN renewed_boot_ms INTEGER;
 "#,
 ];
 
+/// `PRAGMA application_id` of a jobrun store: the bytes "jobr" read as a
+/// big-endian 32-bit integer (0x6a6f6272). Set when a store is created (or
+/// adopted from an earlier jobrun, which left it 0), checked on every open
+/// before anything is written.
+pub const APPLICATION_ID: i64 = 0x6a6f_6272;
+
+/// The tables of schema version 1, as an earlier jobrun (which set no
+/// application_id) left them, sorted: only such a store is adopted.
+const V1_TABLES: &str = "history,jobs,leases,pauses,sqlite_sequence,waiters";
+
 /// Filesystems whose locking SQLite cannot trust, by `statfs` magic.
 pub fn network_fs_name(magic: i64) -> Option<&'static str> {
     Some(match magic {
@@ -151,15 +167,7 @@ impl SqliteStore {
             _ => PathBuf::from("."),
         };
         if !dir.exists() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(mode | ((mode & 0o444) >> 2))
-                .create(&dir)
-                .map_err(|e| other(&format!("cannot create directory {}: {e}", dir.display())))?;
-            // The umask narrowed the mode; the configured one stands.
-            let dir_mode = mode | ((mode & 0o444) >> 2);
-            fs::set_permissions(&dir, fs::Permissions::from_mode(dir_mode))
-                .map_err(|e| other(&format!("cannot set the mode of {}: {e}", dir.display())))?;
+            create_dir(&dir, mode | ((mode & 0o444) >> 2)).map_err(|e| other(&e))?;
         }
         let st = nix::sys::statfs::statfs(&dir)
             .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
@@ -170,25 +178,29 @@ impl SqliteStore {
                 fs: fs.into(),
             });
         }
-        if !path.exists() {
-            // Create it ourselves so it has its mode from its first byte;
-            // SQLite gives its -wal and -shm files the same mode.
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(path)
-            {
-                Ok(f) => f
-                    .set_permissions(fs::Permissions::from_mode(mode))
-                    .map_err(|e| other(&format!("cannot set its mode: {e}")))?,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(other(&format!("cannot create: {e}"))),
-            }
+        // Create it ourselves so it has its mode from its first byte;
+        // SQLite gives its -wal and -shm files the same mode. O_EXCL: a
+        // symlink (even a dangling one) planted as the store is never
+        // followed, so its target never becomes a database.
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
+            Ok(f) => f
+                .set_permissions(fs::Permissions::from_mode(mode))
+                .map_err(|e| other(&format!("cannot set its mode: {e}")))?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
+        check_files(path, mode)?;
         let conn = Connection::open_with_flags(
             path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .map_err(|e| map_err(&shown, e))?;
         conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
@@ -216,6 +228,74 @@ impl SqliteStore {
     }
 }
 
+/// Create the store's directory: missing parents as `mkdir -p` would, the
+/// directory itself with `mkdir` (which never follows a symlink planted in
+/// its place) and then given its mode through its own descriptor, past the
+/// umask.
+fn create_dir(dir: &Path, mode: u32) -> std::result::Result<(), String> {
+    use std::os::fd::AsRawFd;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(parent)
+            .map_err(|e| format!("cannot create directory {}: {e}", parent.display()))?;
+    }
+    match fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {}
+        // Another process made it first: its mode is its creator's affair.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(format!("cannot create directory {}: {e}", dir.display())),
+    }
+    let made = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| format!("cannot open directory {}: {e}", dir.display()))?;
+    nix::sys::stat::fchmod(
+        made.as_raw_fd(),
+        nix::sys::stat::Mode::from_bits_truncate(mode as libc::mode_t),
+    )
+    .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))
+}
+
+/// Judge the store file and its `-wal` and `-shm` before SQLite opens them:
+/// none may be a symlink, another user's file, or writable beyond `mode`.
+fn check_files(path: &Path, mode: u32) -> Result<()> {
+    use std::io::Read;
+    let mut file = crate::trust::open_checked(path, false, mode).map_err(StoreError::Refused)?;
+    // An empty file becomes a new store; anything else must already be a
+    // SQLite database (SQLite would take a short file for an empty one and
+    // write over it).
+    let mut magic = [0u8; 16];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(StoreError::Other(
+                    path.display().to_string(),
+                    format!("cannot read: {e}"),
+                ))
+            }
+        }
+    }
+    if got > 0 && &magic[..got] != b"SQLite format 3\0" {
+        return Err(StoreError::Corrupt {
+            path: path.display().to_string(),
+            detail: "it is not a SQLite database; leaving it untouched".into(),
+        });
+    }
+    for suffix in ["-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        crate::trust::check_if_present(Path::new(&p), mode).map_err(StoreError::Refused)?;
+    }
+    Ok(())
+}
+
 impl SqliteBackend {
     fn prepare(&mut self) -> Result<()> {
         let shown = self.path.clone();
@@ -223,7 +303,27 @@ impl SqliteBackend {
         // before anything is written to it (switching to WAL rewrites the
         // header).
         let known = MIGRATIONS.len() as i64;
-        let (version, has_tables) = self.version_and_tables()?;
+        let (version, app_id, has_tables, tables) = self.header()?;
+        let adopt = app_id == 0 && version == 1 && tables == V1_TABLES;
+        if app_id != APPLICATION_ID && app_id != 0 {
+            return Err(StoreError::Corrupt {
+                path: shown,
+                detail: format!(
+                    "its application_id is {app_id:#x}, not jobrun's {APPLICATION_ID:#x}; \
+                     leaving it untouched"
+                ),
+            });
+        }
+        if app_id == 0 && version > 0 && !adopt {
+            return Err(StoreError::Corrupt {
+                path: shown,
+                detail: format!(
+                    "it is another application's database (user_version {version}, no jobrun \
+                     application_id, tables {}); leaving it untouched",
+                    if tables.is_empty() { "none" } else { &tables }
+                ),
+            });
+        }
         if version > known {
             return Err(StoreError::NewerSchema {
                 path: shown,
@@ -252,7 +352,7 @@ impl SqliteBackend {
                 "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES};"
             ))
             .map_err(|e| map_err(&shown, e))?;
-        if version == known {
+        if version == known && app_id == APPLICATION_ID {
             return Ok(());
         }
         // Migrate forward in one immediate transaction; a racing process
@@ -261,9 +361,20 @@ impl SqliteBackend {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| map_err(&shown, e))?;
-        let version: i64 = tx
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
+        let (version, app_id): (i64, i64) = tx
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), \
+                 (SELECT application_id FROM pragma_application_id)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(|e| map_err(&shown, e))?;
+        if app_id != APPLICATION_ID && app_id != 0 {
+            return Err(StoreError::Corrupt {
+                path: shown,
+                detail: format!("its application_id is {app_id:#x}, not jobrun's"),
+            });
+        }
         if version == 0 {
             let tables: i64 = tx
                 .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
@@ -280,19 +391,36 @@ impl SqliteBackend {
             tx.pragma_update(None, "user_version", (i + 1) as i64)
                 .map_err(|e| map_err(&shown, e))?;
         }
+        // Marked as jobrun's in the same write as its schema: a new store,
+        // or one an earlier jobrun created (checked above) adopted now.
+        if app_id != APPLICATION_ID {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(|e| map_err(&shown, e))?;
+        }
         tx.commit().map_err(|e| map_err(&shown, e))
     }
 
-    /// The schema version and whether any table exists, read by one
-    /// statement: read apart, a process migrating the fresh store in
+    /// The schema version, the application id, whether anything exists in
+    /// the schema, and the tables' names (sorted, comma-separated), read by
+    /// one statement: read apart, a process migrating the fresh store in
     /// between made it look like someone else's database.
-    fn version_and_tables(&self) -> Result<(i64, bool)> {
+    fn header(&self) -> Result<(i64, i64, bool, String)> {
         self.conn
             .query_row(
                 "SELECT (SELECT user_version FROM pragma_user_version), \
-                 (SELECT count(*) FROM sqlite_master)",
+                 (SELECT application_id FROM pragma_application_id), \
+                 (SELECT count(*) FROM sqlite_master), \
+                 (SELECT group_concat(name, ',') FROM \
+                   (SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name))",
                 [],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? > 0)),
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)? > 0,
+                        r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    ))
+                },
             )
             .map_err(|e| map_err(&self.path, e))
     }

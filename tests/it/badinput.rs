@@ -343,7 +343,8 @@ fn newer_schema_is_refused_and_kept() {
     let old = env.path("rollback.db").to_string_lossy().into_owned();
     let c = rusqlite::Connection::open(&old).unwrap();
     c.execute_batch(
-        "PRAGMA journal_mode=DELETE; CREATE TABLE jobs (name TEXT); PRAGMA user_version=99;",
+        "PRAGMA journal_mode=DELETE; CREATE TABLE jobs (name TEXT); PRAGMA user_version=99; \
+         PRAGMA application_id=1785684594;",
     )
     .unwrap();
     drop(c);

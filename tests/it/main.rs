@@ -11,5 +11,6 @@ mod operator;
 mod pg;
 mod queue;
 mod run;
+mod security;
 mod status;
 mod store;
