@@ -253,7 +253,7 @@ impl Evidence {
 
     /// The kernel lock of pass `pass_id`, if the store keeps them and the
     /// id is one jobrun could have made.
-    fn lock_of(&self, pass_id: &str) -> Option<PathBuf> {
+    pub fn lock_of(&self, pass_id: &str) -> Option<PathBuf> {
         let dir = self.lock_dir.as_ref()?;
         valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.lock")))
     }
@@ -270,7 +270,7 @@ impl Evidence {
         }
         let lock = self.lock_of(pass_id);
         if holder.pid_ns == me.pid_ns {
-            return judge_by_pids(holder, lock.as_deref());
+            return judge_by_pids(holder, pass_id, lock.as_deref());
         }
         // Same kernel, another PID namespace (a container): the pids mean
         // nothing here, but the wrapper's kernel lock does.
@@ -295,6 +295,23 @@ impl Evidence {
                 format!("other pid namespace {}", holder.pid_ns),
             ),
         }
+    }
+}
+
+impl Evidence {
+    /// Judge a queued pass's holder: as `judge`, except that a row whose
+    /// recorded wrapper is a live process that is not that pass's jobrun
+    /// wrapper is a ghost (dead): a waiter has no command that could run on.
+    pub fn judge_waiter(&self, holder: &Holder, pass_id: &str) -> Verdict {
+        if holder.boot_id == self.me.boot_id && holder.pid_ns == self.me.pid_ns {
+            if let ProcState::Running = read_proc(holder.wrapper) {
+                let lock = self.lock_of(pass_id);
+                if let Verified::No(why) = verify_wrapper(holder.wrapper.pid, lock.as_deref()) {
+                    return Verdict::new(Liveness::Dead, format!("ghost: wrapper {why}"));
+                }
+            }
+        }
+        self.judge(holder, pass_id)
     }
 }
 
@@ -356,45 +373,180 @@ fn proc_liveness(p: Proc, state: &ProcState) -> (Liveness, String) {
     }
 }
 
-fn judge_by_pids(holder: &Holder, lock: Option<&Path>) -> Verdict {
-    let (mut wrapper, mut wrapper_reason) =
-        proc_liveness(holder.wrapper, &read_proc(holder.wrapper));
-    // The kernel lock is a second opinion on the wrapper: a held lock proves
-    // it alive even if /proc is hidden from us.
-    if wrapper != Liveness::Alive {
-        if let Some(LockProbe::Held) = lock.map(probe_lock) {
-            wrapper = Liveness::Alive;
-            wrapper_reason = format!("wrapper pid {} holds its lock", holder.wrapper.pid);
+/// Whether a running process is what a row says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verified {
+    /// It is: the reason says how this was checked.
+    Yes(String),
+    /// It is not: the row names another process (a forged or stale row).
+    No(String),
+    /// This process cannot tell (another user's process, /proc hidden).
+    Cannot(String),
+}
+
+/// Whether the executable of `pid` is a jobrun binary: named `jobrun`, or
+/// the very file this process runs. `None` when it cannot be read.
+fn runs_jobrun(pid: i32) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let name = exe.file_name()?.to_string_lossy().into_owned();
+    let name = name.trim_end_matches(" (deleted)");
+    if name == "jobrun" || name.starts_with("jobrun-") {
+        return Some(true);
+    }
+    let theirs = fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    let ours = fs::metadata("/proc/self/exe").ok()?;
+    Some(theirs.dev() == ours.dev() && theirs.ino() == ours.ino())
+}
+
+/// The pids that hold an flock on the file at `path`, from `/proc/locks`.
+/// `None` when the file or `/proc/locks` cannot be read.
+fn flock_holders(path: &Path) -> Option<Vec<i32>> {
+    use std::os::unix::fs::MetadataExt;
+    let file = open_regular(None, path, libc::O_RDONLY)?;
+    let meta = file.metadata().ok()?;
+    let dev = meta.dev();
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    Some(
+        locks
+            .lines()
+            .filter(|l| !l.contains("->"))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str()))
+                    .then(|| f.get(4)?.parse().ok())
+                    .flatten()
+            })
+            .collect(),
+    )
+}
+
+/// Whether running process `pid` is the wrapper of the pass whose kernel
+/// lock is `lock` (one-machine stores), or at least a jobrun process
+/// (stores without lock files).
+pub fn verify_wrapper(pid: i32, lock: Option<&Path>) -> Verified {
+    if let Some(lock) = lock {
+        // Every wrapper of a one-machine store holds its pass's lock for
+        // its whole life: a process that does not is not that wrapper.
+        if probe_lock(lock) != LockProbe::Held {
+            return Verified::No(format!("pid {pid} does not hold the pass's lock"));
+        }
+        // /proc/locks is read in pieces, and a lock taken or dropped by
+        // another process meanwhile can hide an entry: look again before
+        // saying no.
+        for _ in 0..3 {
+            if flock_holders(lock).is_some_and(|h| h.contains(&pid)) {
+                return Verified::Yes(format!("pid {pid} is running and holds the pass's lock"));
+            }
+        }
+        // Held, but not seen held by `pid`: judge by the executable.
+    }
+    match runs_jobrun(pid) {
+        Some(true) => Verified::Yes(format!("pid {pid} is running jobrun")),
+        Some(false) => Verified::No(format!("pid {pid} is not a jobrun process")),
+        None => Verified::Cannot(format!("pid {pid} cannot be inspected")),
+    }
+}
+
+/// Whether running process `pid` belongs to pass `pass_id`: the command and
+/// what it starts carry `JOBRUN_PASS` in their environment; a command not
+/// yet released to exec is still a jobrun process.
+pub fn verify_member(pid: i32, pass_id: &str) -> Verified {
+    let mark = format!("JOBRUN_PASS={pass_id}");
+    match fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) => {
+            Verified::Yes(format!("pid {pid} carries the pass's id"))
+        }
+        Ok(_) if runs_jobrun(pid) == Some(true) => {
+            Verified::Yes(format!("pid {pid} is held before exec"))
+        }
+        Ok(_) => Verified::No(format!("pid {pid} is not of pass {pass_id}")),
+        Err(_) => Verified::Cannot(format!("pid {pid} cannot be inspected")),
+    }
+}
+
+/// The running members of group `pgid` that belong to pass `pass_id`, and
+/// whether any member could not be inspected.
+fn pass_members(pgid: i32, pass_id: &str, members: &[i32]) -> (Vec<i32>, bool) {
+    let _ = pgid;
+    let mut ours = vec![];
+    let mut unsure = false;
+    for &m in members {
+        match verify_member(m, pass_id) {
+            Verified::Yes(_) => ours.push(m),
+            Verified::No(_) => {}
+            Verified::Cannot(_) => unsure = true,
         }
     }
-    if wrapper == Liveness::Alive {
-        return Verdict::new(Liveness::Alive, wrapper_reason);
-    }
+    (ours, unsure)
+}
+
+fn judge_by_pids(holder: &Holder, pass_id: &str, lock: Option<&Path>) -> Verdict {
+    let w = holder.wrapper;
+    let state = read_proc(w);
+    let (wrapper, wrapper_reason) = match &state {
+        ProcState::Running => match verify_wrapper(w.pid, lock) {
+            Verified::Yes(why) => return Verdict::new(Liveness::Alive, why),
+            // A live process that is not this pass's wrapper: the row does
+            // not say who holds the slot.
+            Verified::No(why) => (Liveness::Unknown, format!("wrapper {why}")),
+            Verified::Cannot(why) => (Liveness::Unknown, format!("wrapper {why}")),
+        },
+        ProcState::Unreadable(_) if lock.map(probe_lock) == Some(LockProbe::Held) => {
+            // /proc hides it, but the kernel lock is held: a second opinion.
+            return Verdict::new(
+                Liveness::Alive,
+                format!("wrapper pid {} holds its lock", w.pid),
+            );
+        }
+        other => proc_liveness(w, other),
+    };
     let Some(child) = holder.child else {
         return Verdict::new(wrapper, wrapper_reason);
     };
     let child_state = read_proc(child);
-    let (child_live, child_reason) = proc_liveness(child, &child_state);
-    if child_live == Liveness::Alive {
-        return Verdict::orphaned(format!(
-            "wrapper pid {} is gone but child pid {} runs on",
-            holder.wrapper.pid, child.pid
-        ));
-    }
-    // The pass is its whole process group, whose id is the child's pid. A
-    // group id is not reused while the group has members, so once the
-    // child is gone (or exited, unreaped) any process still in that group
-    // is of this pass. A pid reused by another process means the group
-    // emptied first.
-    let group_verdict = match child_state {
-        ProcState::Gone | ProcState::Exited => match group(child.pid) {
-            Group::Runs(members) => {
+    let (child_live, child_reason) = match &child_state {
+        ProcState::Running => match verify_member(child.pid, pass_id) {
+            Verified::Yes(_) => {
                 return Verdict::orphaned(format!(
-                    "wrapper pid {} and child pid {} are gone but pid {} of its process group \
-                     runs on",
-                    holder.wrapper.pid, child.pid, members[0]
+                    "wrapper pid {} is gone but child pid {} runs on",
+                    w.pid, child.pid
                 ))
             }
+            Verified::No(why) | Verified::Cannot(why) => (Liveness::Unknown, why),
+        },
+        other => proc_liveness(child, other),
+    };
+    // The pass is its whole process group, whose id is the child's pid. A
+    // group id is not reused while the group has members, so once the
+    // child is gone (or exited, unreaped) a process still in that group
+    // that carries the pass's id is of this pass. A pid reused by another
+    // process means the group emptied first.
+    let group_verdict = match child_state {
+        ProcState::Gone | ProcState::Exited => match group(child.pid) {
+            Group::Runs(members) => match pass_members(child.pid, pass_id, &members) {
+                (ours, _) if !ours.is_empty() => {
+                    return Verdict::orphaned(format!(
+                        "wrapper pid {} and child pid {} are gone but pid {} of its process \
+                         group runs on",
+                        w.pid, child.pid, ours[0]
+                    ))
+                }
+                (_, true) => Some(format!(
+                    "process group {} has members this process cannot inspect",
+                    child.pid
+                )),
+                (_, false) => Some(format!(
+                    "process group {} runs processes that are not of this pass",
+                    child.pid
+                )),
+            },
             Group::Hidden => Some(format!(
                 "process group {} has members this process cannot see",
                 child.pid
@@ -409,6 +561,7 @@ fn judge_by_pids(holder: &Holder, lock: Option<&Path>) -> Verdict {
             Liveness::Dead,
             format!("{wrapper_reason}; child {child_reason}"),
         ),
+        (Liveness::Dead, _, None) => Verdict::new(Liveness::Unknown, child_reason),
         _ => Verdict::new(Liveness::Unknown, wrapper_reason),
     }
 }
@@ -843,12 +996,16 @@ pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignal
     pidfd_signal(&fd, sig)
 }
 
-/// Signal every running member of process group `pgid`, each through a
-/// pidfd taken before its group is checked, so that only processes that
-/// are in that group when signalled receive it. Returns how many were
-/// signalled. The caller has verified that the group is the pass's (its
-/// leader, the recorded child, is running or gone without its pid reused).
-pub fn signal_group_verified(pgid: i32, sig: i32, dry_run: bool) -> Result<usize, NotSignalled> {
+/// Signal every running member of process group `pgid` that belongs to
+/// pass `pass_id`, each through a pidfd taken before it is checked, so that
+/// only processes that are in that group and of that pass when signalled
+/// receive it. Returns how many were signalled.
+pub fn signal_group_verified(
+    pgid: i32,
+    pass_id: &str,
+    sig: i32,
+    dry_run: bool,
+) -> Result<usize, NotSignalled> {
     let Group::Runs(members) = group(pgid) else {
         return Err(NotSignalled::Gone);
     };
@@ -859,6 +1016,9 @@ pub fn signal_group_verified(pgid: i32, sig: i32, dry_run: bool) -> Result<usize
         match stat(pid) {
             Some(s) if s.pgrp == pgid && !s.exited() => {}
             _ => continue,
+        }
+        if !matches!(verify_member(pid, pass_id), Verified::Yes(_)) {
+            continue;
         }
         if dry_run {
             sent += 1;

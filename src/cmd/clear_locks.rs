@@ -78,7 +78,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     // lapsed lease. A live waiter holds nothing; --force leaves it alone.
     let mut ghosts = 0;
     for w in store.waiters(&names)? {
-        let v = evidence.judge(&w.holder, &w.pass_id);
+        let v = evidence.judge_waiter(&w.holder, &w.pass_id);
         let only_if_lapsed = match v.liveness {
             Liveness::Dead => false,
             Liveness::Unknown if w.lapsed() => true,

@@ -677,7 +677,7 @@ impl Pass {
         let waiters = open(&mut self.conn, &self.spec)?.waiters(std::slice::from_ref(&job))?;
         let mut removed = 0;
         for w in waiters.iter().filter(|w| w.id < id) {
-            let v = self.evidence.judge(&w.holder, &w.pass_id);
+            let v = self.evidence.judge_waiter(&w.holder, &w.pass_id);
             let gone = match v.liveness {
                 Liveness::Dead => open(&mut self.conn, &self.spec)?.remove_waiter(w.id, false)?,
                 Liveness::Unknown if w.lapsed() => {

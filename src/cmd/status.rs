@@ -56,7 +56,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
     let waiter_verdicts: Vec<(WaiterRow, Verdict)> = waiters
         .into_iter()
         .map(|w| {
-            let v = evidence.judge(&w.holder, &w.pass_id);
+            let v = evidence.judge_waiter(&w.holder, &w.pass_id);
             (w, v)
         })
         .collect();

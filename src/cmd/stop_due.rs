@@ -13,8 +13,8 @@ use crate::cmd::{evidence, holder_name};
 use crate::exit;
 use crate::lease::{LeaseRow, Proc};
 use crate::liveness::{
-    decide, signal_group_verified, signal_verified, start_time, Decision, Evidence, Liveness,
-    NotSignalled,
+    decide, signal_group_verified, signal_verified, start_time, verify_wrapper, Decision, Evidence,
+    Liveness, NotSignalled, Verified,
 };
 use crate::report::escape;
 use crate::say;
@@ -22,22 +22,22 @@ use crate::settings::{duration, job_name};
 use crate::store::StoreSpec;
 
 /// What stop-due signals for a pass it can verify.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Target {
     /// The wrapper: it forwards to the command's group, waits, releases.
     Wrapper(Proc),
     /// An orphaned pass (its wrapper is gone): every running process of its
-    /// group, whose id is the recorded child's pid.
-    Group(i32),
+    /// group (whose id is the recorded child's pid) that carries its pass id.
+    Group(i32, String),
 }
 
 impl Target {
-    fn signal(self, sig: i32, dry_run: bool) -> Result<String, NotSignalled> {
+    fn signal(&self, sig: i32, dry_run: bool) -> Result<String, NotSignalled> {
         match self {
             Target::Wrapper(p) => {
-                signal_verified(p, sig, dry_run).map(|()| format!("wrapper pid {}", p.pid))
+                signal_verified(*p, sig, dry_run).map(|()| format!("wrapper pid {}", p.pid))
             }
-            Target::Group(pgid) => signal_group_verified(pgid, sig, dry_run)
+            Target::Group(pgid, pass_id) => signal_group_verified(*pgid, pass_id, sig, dry_run)
                 .map(|n| format!("{n} process(es) of orphaned process group {pgid}")),
         }
     }
@@ -59,17 +59,22 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
             escape(&l.holder.pid_ns)
         ));
     }
+    // Only a process verified as this pass's wrapper (it holds the pass's
+    // kernel lock, or runs jobrun) is signalled; a row is not proof.
     let wrapper_err = match signal_verified(l.holder.wrapper, 0, true) {
-        Ok(()) => return Ok(Target::Wrapper(l.holder.wrapper)),
-        Err(e) => e,
+        Ok(()) => match verify_wrapper(
+            l.holder.wrapper.pid,
+            evidence.lock_of(&l.pass_id).as_deref(),
+        ) {
+            Verified::Yes(_) => return Ok(Target::Wrapper(l.holder.wrapper)),
+            Verified::No(why) | Verified::Cannot(why) => why,
+        },
+        Err(e) => format!("wrapper pid {}: {e}", l.holder.wrapper.pid),
     };
     let v = evidence.judge(&l.holder, &l.pass_id);
     match l.holder.child {
-        Some(c) if v.orphaned => Ok(Target::Group(c.pid)),
-        _ => Err(format!(
-            "wrapper pid {}: {wrapper_err}",
-            l.holder.wrapper.pid
-        )),
+        Some(c) if v.orphaned => Ok(Target::Group(c.pid, l.pass_id.clone())),
+        _ => Err(wrapper_err),
     }
 }
 
@@ -206,7 +211,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                     // another process means the pass's group is gone.
                     let sent = match start_time(child.pid) {
                         Some(start) if start != child.start => Err(NotSignalled::Reused),
-                        _ => signal_group_verified(child.pid, libc::SIGKILL, false),
+                        _ => signal_group_verified(child.pid, &l.pass_id, libc::SIGKILL, false),
                     };
                     match sent {
                         Ok(n) => say!(

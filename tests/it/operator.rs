@@ -63,7 +63,7 @@ fn clear_locks_clears_dead_keeps_alive_and_dry_run_changes_nothing(env: &TestEnv
         "{dry}"
     );
     assert!(
-        line(&dry, "alive").contains(&format!("(alive: pid {} is running)", live.wrapper))
+        line(&dry, "alive").contains(&format!("(alive: pid {} is running", live.wrapper))
             && line(&dry, "alive").ends_with(": kept: holder is alive (--force clears it)"),
         "{dry}"
     );
