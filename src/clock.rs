@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const SKEW_ENV: &str = "JOBRUN_CLOCK_SKEW";
 
 /// The largest skew accepted (100 years); larger values are ignored.
-const MAX_SKEW_MS: i64 = 100 * 365 * 24 * 3_600_000;
+const MAX_SKEW_MS: i64 = 100 * 31_557_600_000;
 
 /// Milliseconds to add to the wall clock (`JOBRUN_CLOCK_SKEW`).
 pub fn skew_ms() -> i64 {
@@ -60,7 +60,7 @@ pub fn boot_ms() -> i64 {
 pub fn deadline_after(d: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .or_else(|| now.checked_add(crate::settings::MAX_DURATION))
         .unwrap_or(now)
 }
 

@@ -23,7 +23,7 @@ pub const MAX_LEASE: Duration = Duration::from_secs(30 * 86_400);
 /// The longest any other duration may be (`--max-hold`, `--wait`,
 /// `--kill-after`, stop-due's `--wait` and `--kill-after`): 100 years, far
 /// inside what the store's millisecond integers and the clocks hold.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
 
 /// Parse a humantime duration of at most `MAX_DURATION`, failing with an
 /// example of a valid one.

@@ -5,6 +5,7 @@
 mod badinput;
 mod env;
 mod evidence;
+mod faults;
 mod generated;
 mod lease;
 mod operator;
