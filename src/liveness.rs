@@ -384,14 +384,19 @@ pub enum Verified {
     Cannot(String),
 }
 
-/// Whether the executable of `pid` is a jobrun binary: named `jobrun`, or
-/// the very file this process runs. `None` when it cannot be read.
+/// Whether `pid` runs a jobrun binary: its executable is named `jobrun`
+/// (or `jobrun-*`), or is the very file this process runs. Where the
+/// executable cannot be read (another user's process, without root), its
+/// command name says the same. `None` when neither can be read.
 fn runs_jobrun(pid: i32) -> Option<bool> {
     use std::os::unix::fs::MetadataExt;
-    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let named = |name: &str| name == "jobrun" || name.starts_with("jobrun-");
+    let Ok(exe) = fs::read_link(format!("/proc/{pid}/exe")) else {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        return Some(named(comm.trim_end()));
+    };
     let name = exe.file_name()?.to_string_lossy().into_owned();
-    let name = name.trim_end_matches(" (deleted)");
-    if name == "jobrun" || name.starts_with("jobrun-") {
+    if named(name.trim_end_matches(" (deleted)")) {
         return Some(true);
     }
     let theirs = fs::metadata(format!("/proc/{pid}/exe")).ok()?;

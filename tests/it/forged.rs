@@ -1,0 +1,262 @@
+//! Forged rows: anyone who can write the store (a group sharing a SQLite
+//! store, a fleet's PostgreSQL role) can write any row. No row makes jobrun
+//! unlink a file outside its holders directory, signal a process that is
+//! not of the pass, hang on a file it did not make, or block a job for good
+//! through a queue row whose process is not a jobrun wrapper.
+
+use std::fs;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::both_stores;
+use crate::env::{alive, wait_until, Kind, TestEnv};
+use crate::evidence::{store_exec, text};
+
+const BOUND: Duration = Duration::from_secs(20);
+
+/// A process the test owns that is not jobrun: what a forged row names as
+/// its wrapper and command. Its pid goes in a `.pid` file, so the env ends
+/// it even when the test fails.
+struct Stranger {
+    child: Child,
+    pid: i32,
+    start: u64,
+}
+
+impl Stranger {
+    fn start(env: &TestEnv) -> Stranger {
+        let child = Command::new("sleep")
+            .arg("1000")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        fs::write(env.path("stranger.pid"), pid.to_string()).unwrap();
+        Stranger {
+            child,
+            pid,
+            start: start_of(pid),
+        }
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_of(pid: i32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// This machine as jobrun records it, so that forged rows are judged by
+/// their pids.
+fn here() -> (String, String, String) {
+    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string();
+    let ns = fs::read_link("/proc/self/ns/pid")
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    (host, boot, ns)
+}
+
+/// A forged lease of `job`, as a writer of the store could insert it.
+fn forge_lease(
+    env: &TestEnv,
+    job: &str,
+    pass_id: &str,
+    wrapper: (i32, u64),
+    child: Option<(i32, u64)>,
+    expires_in_ms: i64,
+) {
+    let (host, boot, ns) = here();
+    let now = now_ms();
+    let (cpid, cstart) = match child {
+        Some((p, s)) => (p.to_string(), s.to_string()),
+        None => ("NULL".into(), "NULL".into()),
+    };
+    store_exec(
+        env,
+        &format!(
+            "INSERT INTO jobs (name, next_token, created_ms) VALUES ('{job}', 100, 0) \
+             ON CONFLICT (name) DO NOTHING; \
+             INSERT INTO leases (job, slot, token, pass_id, host, boot_id, pid_ns, wrapper_pid, \
+             wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, max_hold_ms, \
+             acquired_ms, renewed_ms, expires_ms) VALUES ('{job}', 0, 99, '{pass_id}', \
+             '{host}', '{boot}', '{ns}', {}, {}, {cpid}, {cstart}, '[\"x\"]', '/', 1, 3000, \
+             86400000, {now}, {now}, {})",
+            wrapper.0,
+            wrapper.1,
+            now + expires_in_ms
+        ),
+    );
+}
+
+/// A forged queue row of `job`.
+fn forge_waiter(env: &TestEnv, job: &str, pass_id: &str, wrapper: (i32, u64)) {
+    let (host, boot, ns) = here();
+    let now = now_ms();
+    store_exec(
+        env,
+        &format!(
+            "INSERT INTO jobs (name, next_token, created_ms) VALUES ('{job}', 100, 0) \
+             ON CONFLICT (name) DO NOTHING; \
+             INSERT INTO waiters (job, pass_id, host, boot_id, pid_ns, wrapper_pid, \
+             wrapper_start, argv, cwd, slots, lease_ms, arrived_ms, renewed_ms, expires_ms) \
+             VALUES ('{job}', '{pass_id}', '{host}', '{boot}', '{ns}', {}, {}, '[\"x\"]', '/', \
+             1, 3000, {now}, {now}, {})",
+            wrapper.0,
+            wrapper.1,
+            now + 86_400_000
+        ),
+    );
+}
+
+/// Rows naming a stranger (a live process that is not jobrun) as wrapper
+/// and command, and rows of dead holders whose pass ids point outside the
+/// holders directory: stop-due, clear-locks (forced or not) and run signal
+/// nothing and unlink nothing of theirs.
+fn forged_rows_make_jobrun_signal_and_unlink_nothing(env: &TestEnv) {
+    assert_eq!(
+        env.run(&["run", "setup", "--", "true"]).status.code(),
+        Some(0)
+    );
+    let stranger = Stranger::start(env);
+    let me = (stranger.pid, stranger.start);
+    let gone = (4_194_000, 1);
+    let victim = env.path("victim.lock");
+    fs::write(&victim, "precious").unwrap();
+    let holders = format!("{}.holders", env.db);
+    if env.kind == Kind::Sqlite {
+        fs::write(format!("{holders}/0000000000cc.lock"), "").unwrap();
+    }
+    forge_lease(env, "stranger", "0000000000aa", me, Some(me), 60_000);
+    forge_lease(
+        env,
+        "stranger-lapsed",
+        "0000000000ab",
+        me,
+        Some(me),
+        -60_000,
+    );
+    forge_lease(env, "dead-path", "../victim", gone, None, -60_000);
+    forge_lease(env, "dead-path2", "../../victim", gone, Some(gone), 60_000);
+    forge_lease(env, "dead-planted", "0000000000cc", gone, None, -60_000);
+
+    // The stranger is not the pass's wrapper: no evidence, the lease decides.
+    let s = env.job("stranger")["slots"][0].clone();
+    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
+    for args in [
+        &["stop-due", "--all", "--wait", "2s", "--kill-after", "1s"][..],
+        &["stop-due", "stranger", "stranger-lapsed"][..],
+        &["clear-locks", "--all"][..],
+        &["run", "-E", "75", "stranger", "--", "true"][..],
+        &["run", "-E", "75", "dead-path", "--", "true"][..],
+        &["clear-locks", "--all", "--force"][..],
+    ] {
+        let out = env.run(args);
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            !said.contains(&format!("signalled wrapper pid {}", stranger.pid)),
+            "{args:?}: {said}"
+        );
+        assert!(
+            alive(stranger.pid),
+            "{args:?} signalled the stranger: {said}"
+        );
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious", "{args:?}");
+    }
+    if env.kind == Kind::Sqlite {
+        // A lock file this user made, of a dead pass: that one may go.
+        assert!(!std::path::Path::new(&format!("{holders}/0000000000cc.lock")).exists());
+    }
+}
+
+/// A queue row naming pid 1 (or any process that is not a jobrun wrapper)
+/// is a ghost: it blocks nothing, and clear-locks removes it.
+fn a_forged_waiter_naming_pid_1_is_a_ghost(env: &TestEnv) {
+    assert_eq!(env.run(&["run", "j", "--", "true"]).status.code(), Some(0));
+    forge_waiter(env, "j", "0000000000dd", (1, start_of(1)));
+    let out = env.run(&["run", "-E", "75", "j", "--", "touch", "ran"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(env.path("ran").exists(), "{err}");
+    assert!(err.contains("removed queued pass 0000000000dd"), "{err}");
+    forge_waiter(env, "j", "0000000000de", (1, start_of(1)));
+    let out = env.run(&["clear-locks", "j"]);
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("0000000000de") && said.contains("removed"),
+        "{said}"
+    );
+    assert_eq!(env.job("j")["queue"]["length"], 0);
+}
+
+/// A FIFO planted where a pass's lock file would be: status, clear-locks
+/// and run neither hang on it nor take it for evidence.
+#[test]
+fn a_fifo_where_a_lock_file_would_be_hangs_nothing() {
+    let env = TestEnv::sqlite();
+    assert_eq!(
+        env.run(&["run", "setup", "--", "true"]).status.code(),
+        Some(0)
+    );
+    let stranger = Stranger::start(&env);
+    let fifo = format!("{}.holders/0000000000ee.lock", env.db);
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    forge_lease(&env, "f", "0000000000ee", (4_194_000, 1), None, -60_000);
+    forge_lease(
+        &env,
+        "g",
+        "0000000000ee",
+        (stranger.pid, stranger.start),
+        None,
+        60_000,
+    );
+    for (i, args) in [
+        &["status"][..],
+        &["clear-locks", "--all", "--dry-run"][..],
+        &["run", "-E", "75", "f", "--", "true"][..],
+        &["stop-due", "--all"][..],
+        &["run", "-E", "75", "g", "--", "true"][..],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let log = format!("bounded{i}");
+        let pid = env.start(&log, args);
+        let code = env.wait_exit(pid, BOUND);
+        assert!(code.is_some(), "{args:?} hung: {}", env.stderr_of(&log));
+    }
+    assert!(alive(stranger.pid));
+    // The forged holder of `f` was dead: its slot was freed and the pass ran.
+    assert!(wait_until(BOUND, || env.held("f") == 0));
+}
+
+both_stores!(
+    forged_rows_make_jobrun_signal_and_unlink_nothing,
+    a_forged_waiter_naming_pid_1_is_a_ghost,
+);
