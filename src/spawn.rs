@@ -298,10 +298,13 @@ impl HeldChild {
         }
     }
 
-    /// The command will not run: close the pipe, so the held process exits
-    /// without exec, and reap it.
+    /// The command will not run: close the pipe (the held process exits
+    /// without exec), KILL it too (a held process someone stopped would
+    /// never read the pipe), and reap it.
     pub fn abort(&mut self) {
         if self.go.take().is_some() {
+            // SAFETY: our own unreaped child: its pid cannot have been reused.
+            unsafe { libc::kill(self.proc.pid, libc::SIGKILL) };
             reap(self.proc.pid);
         }
     }
@@ -406,9 +409,11 @@ mod tests {
             "-c".into(),
             format!("echo $JOBRUN_TOKEN/$JOBRUN_SLOT > {}", marker.display()),
         ];
-        // Aborted: the command never runs.
+        // Aborted: the command never runs, even when the held process was
+        // stopped and cannot read its pipe.
         let held = HeldChild::fork(&argv, &[]).unwrap();
         assert!(held.proc().start > 0);
+        unsafe { libc::kill(held.proc().pid, libc::SIGSTOP) };
         drop(held);
         assert!(!marker.exists());
         // Released: it runs with its token.
