@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::liveness::Liveness;
+
 /// Shortest lease jobrun accepts: the renewer ticks at a third of the lease,
 /// floored at one second, so a shorter lease would lapse between two ticks.
 pub const MIN_LEASE: Duration = Duration::from_secs(3);
@@ -141,6 +143,96 @@ pub struct Eviction {
     pub slot: u32,
     pub token: i64,
     pub condition: EvictIf,
+}
+
+/// Why a held slot may be freed by someone other than its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FreeReason {
+    /// Every process of the holder is known dead.
+    Dead,
+    /// Nothing tells whether the holder lives, and its lease lapsed.
+    LapsedUnknown,
+    /// The holder is past its own max hold and its lease lapsed: by the
+    /// operator's setting it forfeited the slot, alive or not.
+    Forfeited,
+    /// An operator forced it (`clear-locks --force`) over a holder the
+    /// rules would keep.
+    Forced,
+}
+
+impl FreeReason {
+    /// As an operator reads it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FreeReason::Dead => "holder is dead",
+            FreeReason::LapsedUnknown => "lease lapsed and holder unknown",
+            FreeReason::Forfeited => "past its max hold",
+            FreeReason::Forced => "forced over a live holder (operator override)",
+        }
+    }
+}
+
+/// What to do with a held lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Keep,
+    /// Free it, if the eviction's condition still holds when the store
+    /// removes the row.
+    Free(Eviction, FreeReason),
+}
+
+/// The lease policy in one place. An unattended caller (`run`, a waiter)
+/// passes `force = false`; only `clear-locks --force` passes true. Dead
+/// frees at once; unknown frees once the lease has lapsed; alive frees only
+/// when forced, or past its own max hold once its lease has lapsed too (the
+/// holder stops renewing at its max hold, so a live holder whose lease
+/// still runs is never judged on a clock that may have jumped).
+pub fn decide(lease: &LeaseRow, liveness: Liveness, force: bool) -> Decision {
+    let evict = |condition, reason| {
+        Decision::Free(
+            Eviction {
+                slot: lease.slot,
+                token: lease.token,
+                condition,
+            },
+            reason,
+        )
+    };
+    match liveness {
+        Liveness::Dead => evict(EvictIf::TokenMatches, FreeReason::Dead),
+        _ if lease.forfeited() && lease.lapsed() => {
+            evict(EvictIf::Forfeited, FreeReason::Forfeited)
+        }
+        Liveness::Unknown if lease.lapsed() => evict(EvictIf::Lapsed, FreeReason::LapsedUnknown),
+        _ if force => evict(EvictIf::TokenMatches, FreeReason::Forced),
+        _ => Decision::Keep,
+    }
+}
+
+/// What to do with a queue row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaiterDecision {
+    Keep,
+    /// A ghost: remove it, and when its holder is only unknown, only if its
+    /// lease is still lapsed when the store removes it.
+    Remove {
+        only_if_lapsed: bool,
+    },
+}
+
+/// The ghost rule: a waiter whose process is dead is a ghost; an unknown
+/// one once its lease has lapsed. A live waiter holds nothing, and nothing
+/// (not even `--force`) removes it.
+pub fn decide_waiter(waiter: &WaiterRow, liveness: Liveness) -> WaiterDecision {
+    match liveness {
+        Liveness::Dead => WaiterDecision::Remove {
+            only_if_lapsed: false,
+        },
+        Liveness::Unknown if waiter.lapsed() => WaiterDecision::Remove {
+            only_if_lapsed: true,
+        },
+        _ => WaiterDecision::Keep,
+    }
 }
 
 /// A job's pause, if one stands (`pause NAME` or `pause --all`).
@@ -276,6 +368,84 @@ mod tests {
         assert!(row(10, -5, 100).lapsed());
         assert!(!row(99, 1, 100).forfeited());
         assert!(row(100, 1, 100).forfeited());
+    }
+
+    #[test]
+    fn the_lease_policy_table() {
+        use FreeReason::{Forced, Forfeited, LapsedUnknown};
+        use Liveness::{Alive, Dead, Unknown};
+        let gone = FreeReason::Dead;
+        // (liveness, force, held_ms, expires_in_ms) -> freed, and why;
+        // max hold 100 ms throughout.
+        let table = [
+            (Dead, false, 10, 50, Some(gone)),
+            (Dead, true, 10, 50, Some(gone)),
+            (Dead, false, 500, -5, Some(gone)),
+            (Unknown, false, 10, 50, None),
+            (Unknown, false, 10, 0, Some(LapsedUnknown)),
+            (Unknown, true, 10, 50, Some(Forced)),
+            (Unknown, false, 500, 50, None),
+            (Unknown, false, 500, -5, Some(Forfeited)),
+            (Alive, false, 10, 50, None),
+            (Alive, false, 10, -5, None),
+            (Alive, false, 500, 50, None),
+            (Alive, false, 500, -5, Some(Forfeited)),
+            (Alive, true, 10, 50, Some(Forced)),
+            (Alive, true, 500, -5, Some(Forfeited)),
+        ];
+        for (liveness, force, held, expires, want) in table {
+            let got = match decide(&row(held, expires, 100), liveness, force) {
+                Decision::Keep => None,
+                Decision::Free(ev, why) => {
+                    let condition = match why {
+                        FreeReason::Dead | Forced => EvictIf::TokenMatches,
+                        LapsedUnknown => EvictIf::Lapsed,
+                        Forfeited => EvictIf::Forfeited,
+                    };
+                    assert_eq!(
+                        ev.condition, condition,
+                        "{liveness:?} {force} {held} {expires}"
+                    );
+                    Some(why)
+                }
+            };
+            assert_eq!(
+                got, want,
+                "{liveness:?} force={force} held={held} expires={expires}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_ghost_waiter_table() {
+        let waiter = |expires_in_ms| WaiterRow {
+            id: 1,
+            job: "j".into(),
+            pass_id: "p".into(),
+            holder: row(0, 0, 0).holder,
+            argv: vec![],
+            cwd: "/".into(),
+            slots: 1,
+            arrived_at_ms: 0,
+            waited_ms: 0,
+            expires_in_ms,
+        };
+        let remove = |only_if_lapsed| WaiterDecision::Remove { only_if_lapsed };
+        let table = [
+            (Liveness::Dead, 50, remove(false)),
+            (Liveness::Dead, -5, remove(false)),
+            (Liveness::Unknown, 50, WaiterDecision::Keep),
+            (Liveness::Unknown, 0, remove(true)),
+            (Liveness::Alive, 50, WaiterDecision::Keep),
+            (Liveness::Alive, -5, WaiterDecision::Keep),
+        ];
+        for (liveness, expires, want) in table {
+            assert_eq!(
+                decide_waiter(&waiter(expires), liveness),
+                want,
+                "{liveness:?} {expires}"
+            );
+        }
     }
 
     #[test]

@@ -233,6 +233,19 @@ pub enum StoreReach {
     Fleet,
 }
 
+/// What a holder's pids are to this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sight {
+    /// Same boot and PID namespace: pids and start times can be checked.
+    Pids,
+    /// This machine, an earlier boot (one-machine stores only).
+    PreviousBoot,
+    /// Another machine (or a boot this process cannot place).
+    OtherHost,
+    /// This kernel, another PID namespace (a container).
+    OtherNamespace,
+}
+
 /// Everything a judgement needs besides the row: who is judging, how far
 /// the store reaches, and where holders keep their kernel locks.
 #[derive(Debug, Clone)]
@@ -258,19 +271,35 @@ impl Evidence {
         valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.lock")))
     }
 
-    /// Judge the recorded holder of pass `pass_id` from this process's
-    /// point of view.
-    pub fn judge(&self, holder: &Holder, pass_id: &str) -> Verdict {
+    /// Whether a holder's pids mean anything to this process: the boot and
+    /// PID-namespace gate, in one place.
+    pub fn sight(&self, holder: &Holder) -> Sight {
         let me = &self.me;
         if holder.boot_id != me.boot_id {
             if self.reach == StoreReach::OneMachine && holder.host == me.host {
-                return Verdict::new(Liveness::Dead, "recorded on a previous boot");
+                return Sight::PreviousBoot;
             }
-            return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host));
+            return Sight::OtherHost;
         }
+        if holder.pid_ns != me.pid_ns {
+            return Sight::OtherNamespace;
+        }
+        Sight::Pids
+    }
+
+    /// Judge the recorded holder of pass `pass_id` from this process's
+    /// point of view.
+    pub fn judge(&self, holder: &Holder, pass_id: &str) -> Verdict {
         let lock = self.lock_of(pass_id);
-        if holder.pid_ns == me.pid_ns {
-            return judge_by_pids(holder, pass_id, lock.as_deref());
+        match self.sight(holder) {
+            Sight::PreviousBoot => {
+                return Verdict::new(Liveness::Dead, "recorded on a previous boot")
+            }
+            Sight::OtherHost => {
+                return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host))
+            }
+            Sight::Pids => return judge_by_pids(holder, pass_id, lock.as_deref()),
+            Sight::OtherNamespace => {}
         }
         // Same kernel, another PID namespace (a container): the pids mean
         // nothing here, but the wrapper's kernel lock does.
@@ -303,7 +332,7 @@ impl Evidence {
     /// recorded wrapper is a live process that is not that pass's jobrun
     /// wrapper is a ghost (dead): a waiter has no command that could run on.
     pub fn judge_waiter(&self, holder: &Holder, pass_id: &str) -> Verdict {
-        if holder.boot_id == self.me.boot_id && holder.pid_ns == self.me.pid_ns {
+        if self.sight(holder) == Sight::Pids {
             if let ProcState::Running = read_proc(holder.wrapper) {
                 let lock = self.lock_of(pass_id);
                 if let Verified::No(why) = verify_wrapper(holder.wrapper.pid, lock.as_deref()) {
@@ -895,37 +924,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(evidence.judge(&h, id).liveness, Liveness::Unknown);
-    }
-}
-
-/// What to do with a held lease, given its verdict.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    Keep,
-    Free(crate::lease::Eviction),
-}
-
-/// The evidence rules in one place. An unattended caller (`run`, a waiter)
-/// passes `force = false`; only `clear-locks --force` passes true.
-/// Dead frees at once; unknown frees once the lease has lapsed; alive frees
-/// only when forced, or past its own max hold once its lease has lapsed
-/// too (the holder stops renewing at its max hold, so a live holder whose
-/// lease still runs is never judged on a clock that may have jumped).
-pub fn decide(lease: &crate::lease::LeaseRow, verdict: &Verdict, force: bool) -> Decision {
-    use crate::lease::{EvictIf, Eviction};
-    let evict = |condition| {
-        Decision::Free(Eviction {
-            slot: lease.slot,
-            token: lease.token,
-            condition,
-        })
-    };
-    match verdict.liveness {
-        Liveness::Dead => evict(EvictIf::TokenMatches),
-        _ if force => evict(EvictIf::TokenMatches),
-        _ if lease.forfeited() && lease.lapsed() => evict(EvictIf::Forfeited),
-        Liveness::Unknown if lease.lapsed() => evict(EvictIf::Lapsed),
-        _ => Decision::Keep,
     }
 }
 

@@ -8,8 +8,8 @@ use anyhow::Result;
 use crate::cli::ClearArgs;
 use crate::cmd::{evidence, holder_name, judged};
 use crate::exit;
-use crate::lease::EvictIf;
-use crate::liveness::{decide, remove_stale_lock, Decision, Liveness};
+use crate::lease::{decide, decide_waiter, Decision, FreeReason, WaiterDecision};
+use crate::liveness::{remove_stale_lock, Liveness};
 use crate::report::escape;
 use crate::say;
 use crate::settings::job_name;
@@ -35,16 +35,10 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
             holder_name(&l),
             escape(&v.to_string())
         );
-        match decide(&l, &v, a.force) {
-            Decision::Free(ev) => {
-                // Forced: the rules alone would have kept it.
-                let forced = a.force && decide(&l, &v, false) == Decision::Keep;
-                let why = match ev.condition {
-                    _ if forced => "forced over a live holder (operator override)",
-                    EvictIf::TokenMatches => "holder is dead",
-                    EvictIf::Lapsed => "lease lapsed and holder unknown",
-                    EvictIf::Forfeited => "past its max hold",
-                };
+        match decide(&l, v.liveness, a.force) {
+            Decision::Free(ev, reason) => {
+                let forced = reason == FreeReason::Forced;
+                let why = reason.as_str();
                 if a.dry_run {
                     println!("{head}: would clear: {why}");
                     cleared += 1;
@@ -79,10 +73,8 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     let mut ghosts = 0;
     for w in store.waiters(&names)? {
         let v = evidence.judge_waiter(&w.holder, &w.pass_id);
-        let only_if_lapsed = match v.liveness {
-            Liveness::Dead => false,
-            Liveness::Unknown if w.lapsed() => true,
-            _ => continue,
+        let WaiterDecision::Remove { only_if_lapsed } = decide_waiter(&w, v.liveness) else {
+            continue;
         };
         let head = format!(
             "{} queued pass {} of {}:{} ({})",

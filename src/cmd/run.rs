@@ -12,9 +12,12 @@ use anyhow::{Context, Result};
 use crate::clock::now_ms;
 use crate::cmd::{evidence, holder_name, judged};
 use crate::exit;
-use crate::lease::{renew_interval, Eviction, Holder, LeaseKey, Outcome, PassRecord};
+use crate::lease::{
+    decide, decide_waiter, renew_interval, Decision, Eviction, FreeReason, Holder, LeaseKey,
+    Outcome, PassRecord, WaiterDecision,
+};
 use crate::liveness::{
-    decide, remove_stale_lock, this_process, Decision, Evidence, HolderLock, Liveness, StoreReach,
+    remove_stale_lock, this_process, Evidence, HolderLock, Liveness, StoreReach,
 };
 use crate::renewer::{Held, Renewer, RenewerConfig, RenewerExit, StoreLease};
 use crate::report::{escape, human_ms, utc_ms};
@@ -210,18 +213,18 @@ impl Pass {
         let leases = open(&mut self.conn, &self.spec)?.leases(std::slice::from_ref(&job))?;
         let mut plan = Vec::new();
         for (l, v) in judged(leases, &self.evidence) {
-            match decide(&l, &v, false) {
-                Decision::Free(eviction) => {
-                    let why = if v.liveness == Liveness::Alive {
-                        format!(
+            match decide(&l, v.liveness, false) {
+                Decision::Free(eviction, reason) => {
+                    let why = match reason {
+                        FreeReason::Forfeited => format!(
                             "held {} past its max hold {} ({v})",
                             human_ms(l.held_ms),
                             human_ms(l.max_hold_ms)
-                        )
-                    } else if v.liveness == Liveness::Unknown {
-                        format!("lease lapsed {} ago ({v})", human_ms(-l.expires_in_ms))
-                    } else {
-                        v.to_string()
+                        ),
+                        FreeReason::LapsedUnknown => {
+                            format!("lease lapsed {} ago ({v})", human_ms(-l.expires_in_ms))
+                        }
+                        FreeReason::Dead | FreeReason::Forced => v.to_string(),
                     };
                     let note = format!(
                         "{}: freed slot {} (token {}) of holder {}: {}",
@@ -678,12 +681,11 @@ impl Pass {
         let mut removed = 0;
         for w in waiters.iter().filter(|w| w.id < id) {
             let v = self.evidence.judge_waiter(&w.holder, &w.pass_id);
-            let gone = match v.liveness {
-                Liveness::Dead => open(&mut self.conn, &self.spec)?.remove_waiter(w.id, false)?,
-                Liveness::Unknown if w.lapsed() => {
-                    open(&mut self.conn, &self.spec)?.remove_waiter(w.id, true)?
+            let gone = match decide_waiter(w, v.liveness) {
+                WaiterDecision::Remove { only_if_lapsed } => {
+                    open(&mut self.conn, &self.spec)?.remove_waiter(w.id, only_if_lapsed)?
                 }
-                _ => false,
+                WaiterDecision::Keep => false,
             };
             if gone {
                 say!(

@@ -11,10 +11,10 @@ use anyhow::Result;
 use crate::cli::StopArgs;
 use crate::cmd::{evidence, holder_name};
 use crate::exit;
-use crate::lease::{LeaseRow, Proc};
+use crate::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
 use crate::liveness::{
-    decide, signal_group_verified, signal_verified, start_time, verify_wrapper, Decision, Evidence,
-    Liveness, NotSignalled, Verified,
+    signal_group_verified, signal_verified, start_time, verify_wrapper, Evidence, NotSignalled,
+    Sight, Verified,
 };
 use crate::report::escape;
 use crate::say;
@@ -46,18 +46,20 @@ impl Target {
 /// What to signal for a lease, if this process can verify it: the
 /// wrapper, or for an orphaned pass its process group.
 fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
-    let me = &evidence.me;
-    if l.holder.boot_id != me.boot_id {
-        return Err(format!(
-            "recorded on another host or boot ({})",
-            escape(&l.holder.host)
-        ));
-    }
-    if l.holder.pid_ns != me.pid_ns {
-        return Err(format!(
-            "recorded in another pid namespace ({})",
-            escape(&l.holder.pid_ns)
-        ));
+    match evidence.sight(&l.holder) {
+        Sight::Pids => {}
+        Sight::PreviousBoot | Sight::OtherHost => {
+            return Err(format!(
+                "recorded on another host or boot ({})",
+                escape(&l.holder.host)
+            ))
+        }
+        Sight::OtherNamespace => {
+            return Err(format!(
+                "recorded in another pid namespace ({})",
+                escape(&l.holder.pid_ns)
+            ))
+        }
     }
     // Only a process verified as this pass's wrapper (it holds the pass's
     // kernel lock, or runs jobrun) is signalled; a row is not proof.
@@ -162,8 +164,8 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         let mut freed = 0;
         for l in &remaining {
             let v = evidence.judge(&l.holder, &l.pass_id);
-            if let Decision::Free(ev) = decide(l, &v, false) {
-                if v.liveness == Liveness::Dead && store.evict(&l.job, &ev)? {
+            if let Decision::Free(ev, FreeReason::Dead) = decide(l, v.liveness, false) {
+                if store.evict(&l.job, &ev)? {
                     println!(
                         "{} slot {} token {}: freed, its holder is dead ({})",
                         escape(&l.job),
