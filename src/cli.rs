@@ -10,7 +10,7 @@ use crate::supervise::OnLost;
 #[derive(Debug, Parser)]
 #[command(
     name = "jobrun",
-    version,
+    version = crate::VERSION,
     about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
     long_about = "jobrun wraps a scheduled pass (a cron entry, a systemd timer, a ticker loop) \
 so that no two passes of a job overlap, a pass killed without unwinding never blocks its job \

@@ -23,6 +23,10 @@ pub mod wake;
 
 use clap::Parser;
 
+/// `jobrun --version`: the crate's version and, when built from a git
+/// checkout, the revision (see build.rs), so an upgrade can be confirmed.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("BUILD_VERSION_SUFFIX"));
+
 use crate::cli::{Cli, Command};
 
 /// Run jobrun with the process's arguments; returns the exit code.
