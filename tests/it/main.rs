@@ -6,6 +6,7 @@ mod badinput;
 mod env;
 mod evidence;
 mod generated;
+mod install;
 mod jobs;
 mod lease;
 mod operator;
