@@ -39,6 +39,25 @@ fn staged(prefix: &str) -> (tempfile::TempDir, PathBuf) {
     (dest, tree)
 }
 
+/// The man pages as `jobrun generate` writes them now (the committed ones
+/// equal these: see `generated`).
+fn fresh_man() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["generate", "--man"])
+        .arg(dir.path().join("man"))
+        .arg("--completions")
+        .arg(dir.path().join("completions"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    dir
+}
+
+fn read_page(dir: &tempfile::TempDir, page: &str) -> String {
+    fs::read_to_string(dir.path().join("man").join(page)).unwrap()
+}
+
 fn man_pages() -> Vec<String> {
     let mut pages: Vec<String> = fs::read_dir(root().join("man"))
         .unwrap()
@@ -276,9 +295,10 @@ fn section<'a>(page: &'a str, name: &str) -> &'a str {
 
 #[test]
 fn man_pages_name_only_pages_that_exist_and_show_the_real_synopsis() {
+    let man = fresh_man();
     let pages = man_pages();
     for p in &pages {
-        let body = fs::read_to_string(root().join("man").join(p)).unwrap();
+        let body = read_page(&man, p);
         // Every jobrun page referred to exists.
         for (i, _) in body.match_indices("jobrun\\-") {
             let name: String = body[i..]
@@ -303,7 +323,7 @@ fn man_pages_name_only_pages_that_exist_and_show_the_real_synopsis() {
         );
         assert!(body.contains(".SH SEE ALSO"), "{p}");
     }
-    let run = fs::read_to_string(root().join("man/jobrun-run.1")).unwrap();
+    let run = read_page(&man, "jobrun-run.1");
     let synopsis = section(&run, "SYNOPSIS");
     for want in [
         "\\fBrun\\fR",
@@ -313,7 +333,7 @@ fn man_pages_name_only_pages_that_exist_and_show_the_real_synopsis() {
     ] {
         assert!(synopsis.contains(want), "{want} not in {synopsis}");
     }
-    let status = fs::read_to_string(root().join("man/jobrun-status.1")).unwrap();
+    let status = read_page(&man, "jobrun-status.1");
     assert!(
         !status.contains("README"),
         "an installed system has no README"
@@ -348,7 +368,7 @@ fn variables_in_source() -> BTreeSet<String> {
 
 #[test]
 fn jobrun_1_documents_exit_status_environment_files_signals_and_examples() {
-    let page = fs::read_to_string(root().join("man/jobrun.1")).unwrap();
+    let page = read_page(&fresh_man(), "jobrun.1");
     let env = section(&page, "ENVIRONMENT");
     let vars = variables_in_source();
     assert!(vars.len() >= 15, "{vars:?}");
@@ -429,7 +449,7 @@ fn jobrun_1_documents_every_json_field() {
     keys(&env.status(), &mut fields);
     let out = env.run(&["history", "--json"]);
     keys(&serde_json::from_slice(&out.stdout).unwrap(), &mut fields);
-    let page = fs::read_to_string(root().join("man/jobrun.1")).unwrap();
+    let page = read_page(&fresh_man(), "jobrun.1");
     let doc = section(&page, "JSON OUTPUT").replace("\\-", "-");
     for f in &fields {
         if f == "done" || f == "held" || f == "ok" || f == "skipped" {
