@@ -14,7 +14,9 @@
 #   P/bin/jobrun
 #   P/share/man/man1/jobrun.1, jobrun-*.1
 #   P/share/bash-completion/completions/jobrun
-#   P/share/zsh/site-functions/_jobrun
+#   P/share/zsh/site-functions/_jobrun   (for P=/usr on Debian, where zsh
+#                                        reads packages' completions from
+#                                        share/zsh/vendor-completions)
 #   P/share/fish/vendor_completions.d/jobrun.fish
 #   P/share/doc/jobrun/examples/
 set -euo pipefail
@@ -47,23 +49,41 @@ main() {
 
   umask 022
   local to=$destdir$prefix
-  local share=$to/share
+  local share=$to/share zsh_dir=zsh/site-functions
+  if [ "$prefix" = /usr ] && [ -e /etc/debian_version ]; then
+    zsh_dir=zsh/vendor-completions
+  fi
   install -d "$to/bin" "$share/man/man1" "$share/bash-completion/completions" \
-    "$share/zsh/site-functions" "$share/fish/vendor_completions.d" \
+    "$share/$zsh_dir" "$share/fish/vendor_completions.d" \
     "$share/doc/jobrun/examples"
   # An atomic rename: a pass started meanwhile never runs a half-written file.
   install -m 0755 "$bin" "$to/bin/.jobrun.new"
   mv -f "$to/bin/.jobrun.new" "$to/bin/jobrun"
   install -m 0644 "$root"/man/*.1 "$share/man/man1/"
   install -m 0644 "$root/completions/jobrun.bash" "$share/bash-completion/completions/jobrun"
-  install -m 0644 "$root/completions/_jobrun" "$share/zsh/site-functions/_jobrun"
+  install -m 0644 "$root/completions/_jobrun" "$share/$zsh_dir/_jobrun"
   install -m 0644 "$root/completions/jobrun.fish" "$share/fish/vendor_completions.d/jobrun.fish"
   install -m 0644 "$root"/scripts/examples/* "$share/doc/jobrun/examples/"
   say "installed $("$to/bin/jobrun" --version) under $to"
-  if [ -z "$destdir" ] && [ "$prefix" != /usr ] && [ "$prefix" != /usr/local ]; then
-    say "for $prefix: put $prefix/bin on PATH (man and bash-completion then find the rest);"
-    say "zsh: fpath+=($prefix/share/zsh/site-functions) before compinit in ~/.zshrc;"
-    say "fish: set -p fish_complete_path $prefix/share/fish/vendor_completions.d"
+  [ -n "$destdir" ] || hints "$prefix" "$prefix/share/$zsh_dir"
+}
+
+# Say what a shell needs to find what was installed where it does not look
+# by itself (asking the shells that are installed, assuming the worst of
+# those that are not).
+hints() {
+  local prefix=$1 zsh_dir=$2 fish_dir=$1/share/fish/vendor_completions.d
+  case ":$PATH:" in
+    *":$prefix/bin:"*) ;;
+    *) say "put $prefix/bin on PATH (man and bash-completion then find the rest)" ;;
+  esac
+  if ! { command -v zsh >/dev/null &&
+    zsh -fc "(( \${fpath[(Ie)$zsh_dir]} ))" 2>/dev/null; }; then
+    say "zsh: add fpath+=($zsh_dir) before compinit in ~/.zshrc"
+  fi
+  if ! { command -v fish >/dev/null &&
+    fish -c "contains -- '$fish_dir' \$fish_complete_path" 2>/dev/null; }; then
+    say "fish: add set -p fish_complete_path $fish_dir to ~/.config/fish/config.fish"
   fi
 }
 

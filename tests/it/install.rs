@@ -221,7 +221,8 @@ fn debian_package_holds_the_installed_tree() {
         "./usr/share/man/man1/jobrun.1.gz",
         "./usr/share/man/man1/jobrun-run.1.gz",
         "./usr/share/bash-completion/completions/jobrun",
-        "./usr/share/zsh/site-functions/_jobrun",
+        // Debian's zsh reads packages' completions from vendor-completions.
+        "./usr/share/zsh/vendor-completions/_jobrun",
         "./usr/share/fish/vendor_completions.d/jobrun.fish",
         "./usr/share/doc/jobrun/examples/crontab",
         "./usr/share/doc/jobrun/examples/feeds-poll.service",
