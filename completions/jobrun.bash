@@ -19,6 +19,9 @@ _jobrun() {
             jobrun,clear-locks)
                 cmd="jobrun__subcmd__clear__subcmd__locks"
                 ;;
+            jobrun,forget)
+                cmd="jobrun__subcmd__forget"
+                ;;
             jobrun,generate)
                 cmd="jobrun__subcmd__generate"
                 ;;
@@ -45,6 +48,9 @@ _jobrun() {
                 ;;
             jobrun__subcmd__help,clear-locks)
                 cmd="jobrun__subcmd__help__subcmd__clear__subcmd__locks"
+                ;;
+            jobrun__subcmd__help,forget)
+                cmd="jobrun__subcmd__help__subcmd__forget"
                 ;;
             jobrun__subcmd__help,generate)
                 cmd="jobrun__subcmd__help__subcmd__generate"
@@ -77,7 +83,7 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -100,6 +106,28 @@ _jobrun() {
             ;;
         jobrun__subcmd__clear__subcmd__locks)
             opts="-h --all --dry-run --force --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__forget)
+            opts="-h --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -151,7 +179,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help)
-            opts="run status clear-locks stop-due pause resume history generate help"
+            opts="run status clear-locks stop-due pause resume history forget generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -165,6 +193,20 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help__subcmd__clear__subcmd__locks)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__help__subcmd__forget)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -291,7 +333,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__history)
-            opts="-h --limit --json --db --db-mode --help"
+            opts="-h --limit --reverse --since --outcome --json --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -299,6 +341,14 @@ _jobrun() {
             case "${prev}" in
                 --limit)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --outcome)
+                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out" -- "${cur}"))
                     return 0
                     ;;
                 --db)
@@ -317,13 +367,17 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__pause)
-            opts="-h --all --reason --db --db-mode --help"
+            opts="-h --all --reason --as --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --reason)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -343,12 +397,16 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__resume)
-            opts="-h --all --db --db-mode --help"
+            opts="-h --all --as --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --as)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -33,8 +33,9 @@ complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "status" -d 'Show ever
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "clear-locks" -d 'Clear locks whose holder is dead or whose lease lapsed unseen'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "stop-due" -d 'Stop in-flight passes (for upgrade scripts) so they release at once'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
-complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "resume" -d 'Lift a pause'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "resume" -d 'Lift a pause: your own (no --as) or the one a tag owns (--as TAG)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "history" -d 'Show recorded passes and a duration summary per job'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "forget" -d 'Remove free jobs and their history from the store'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l lease -d 'The lease window, renewed every third of it (at least 3s)' -r
@@ -54,7 +55,7 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesce -d 'Join 
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l json -d 'Machine-readable output (documented in the README)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l json -d 'Machine-readable output (its fields: JSON OUTPUT in jobrun(1))'
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
@@ -70,30 +71,47 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l all -d 'Act o
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l dry-run -d 'Print what would be signalled and signal nothing'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l reason -d 'Why, shown by status and by every skipped pass' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l as -d 'Pause on behalf of TAG (e.g. upgrade): only resume --as TAG lifts it, and it lifts no other pause' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l as -d 'Lift only the pauses TAG owns (without it: only pauses without an owner; the others are named and stay)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -s h -l help -d 'Print help'
-complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l limit -d 'How many passes to show' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l limit -d 'How many passes to show (the newest that match)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l since -d 'Only passes that started at most this long ago (e.g. 2h, 7d)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l outcome -d 'Only passes with this outcome' -r -f -a "ok\t''
+failed\t''
+skipped\t''
+lost-lease\t''
+spawn-failed\t''
+killed\t''
+stopped\t''
+coalesced\t''
+timed-out\t''"
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l json -d 'Machine-readable output'
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l reverse -d 'Oldest first (the default is newest first, by start time)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l json -d 'Machine-readable output (its fields: JSON OUTPUT in jobrun(1))'
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l man -d 'Directory for the man pages' -r -F
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l completions -d 'Directory for the shell completions' -r -F
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -s h -l help -d 'Print help'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "run" -d 'Take a slot of NAME and run COMMAND under a renewed lease'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "status" -d 'Show every job: state, holder, evidence, queue, last outcome'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "clear-locks" -d 'Clear locks whose holder is dead or whose lease lapsed unseen'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "stop-due" -d 'Stop in-flight passes (for upgrade scripts) so they release at once'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "resume" -d 'Lift a pause'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "history" -d 'Show recorded passes and a duration summary per job'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "run" -d 'Take a slot of NAME and run COMMAND under a renewed lease'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "status" -d 'Show every job: state, holder, evidence, queue, last outcome'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "clear-locks" -d 'Clear locks whose holder is dead or whose lease lapsed unseen'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "stop-due" -d 'Stop in-flight passes (for upgrade scripts) so they release at once'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "resume" -d 'Lift a pause: your own (no --as) or the one a tag owns (--as TAG)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "history" -d 'Show recorded passes and a duration summary per job'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "forget" -d 'Remove free jobs and their history from the store'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

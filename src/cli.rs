@@ -10,7 +10,7 @@ use crate::supervise::OnLost;
 #[derive(Debug, Parser)]
 #[command(
     name = "jobrun",
-    version,
+    version = crate::VERSION,
     about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
     long_about = "jobrun wraps a scheduled pass (a cron entry, a systemd timer, a ticker loop) \
 so that no two passes of a job overlap, a pass killed without unwinding never blocks its job \
@@ -53,10 +53,12 @@ pub enum Command {
     StopDue(StopArgs),
     /// Hold new passes (and queue promotion) of jobs.
     Pause(PauseArgs),
-    /// Lift a pause.
-    Resume(Targets),
+    /// Lift a pause: your own (no --as) or the one a tag owns (--as TAG).
+    Resume(ResumeArgs),
     /// Show recorded passes and a duration summary per job.
     History(HistoryArgs),
+    /// Remove free jobs and their history from the store.
+    Forget(ForgetArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -166,7 +168,7 @@ pub struct StatusArgs {
     /// Jobs to show (default: all).
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
-    /// Machine-readable output (documented in the README).
+    /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
     pub json: bool,
 }
@@ -206,16 +208,49 @@ pub struct PauseArgs {
     /// Why, shown by status and by every skipped pass.
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+    /// Pause on behalf of TAG (e.g. upgrade): only resume --as TAG lifts
+    /// it, and it lifts no other pause.
+    #[arg(long = "as", value_name = "TAG")]
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Lift only the pauses TAG owns (without it: only pauses without an
+    /// owner; the others are named and stay).
+    #[arg(long = "as", value_name = "TAG")]
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// Jobs to forget: each must be free (no holder, no waiter, not paused).
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// Only this job.
     pub name: Option<String>,
-    /// How many passes to show.
+    /// How many passes to show (the newest that match).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub limit: u32,
-    /// Machine-readable output.
+    /// Oldest first (the default is newest first, by start time).
+    #[arg(long)]
+    pub reverse: bool,
+    /// Only passes that started at most this long ago (e.g. 2h, 7d).
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Only passes with this outcome.
+    #[arg(long, value_name = "OUTCOME", value_parser = [
+        "ok", "failed", "skipped", "lost-lease", "spawn-failed", "killed", "stopped",
+        "coalesced", "timed-out",
+    ])]
+    pub outcome: Option<String>,
+    /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
     pub json: bool,
 }

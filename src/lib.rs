@@ -23,6 +23,10 @@ pub mod wake;
 
 use clap::Parser;
 
+/// `jobrun --version`: the crate's version and, when built from a git
+/// checkout, the revision (see build.rs), so an upgrade can be confirmed.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("BUILD_VERSION_SUFFIX"));
+
 use crate::cli::{Cli, Command};
 
 /// Run jobrun with the process's arguments; returns the exit code.
@@ -58,8 +62,8 @@ fn usage_error(e: clap::Error) -> i32 {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             say!(
-                "a command is required: run, status, clear-locks, stop-due, pause, resume or \
-                 history (see jobrun --help)"
+                "a command is required: run, status, clear-locks, stop-due, pause, resume, \
+                 history or forget (see jobrun --help)"
             );
             exit::JOBRUN_FAILED
         }
@@ -97,6 +101,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Pause(a) => cmd::pause::pause(spec, a),
         Command::Resume(a) => cmd::pause::resume(spec, a),
         Command::History(a) => cmd::history::run(spec, a),
+        Command::Forget(a) => cmd::forget::run(spec, a),
         Command::Generate(_) => unreachable!("handled above"),
     }
 }

@@ -82,6 +82,22 @@ pub fn job_name(name: &str) -> Result<String> {
     Ok(name.to_string())
 }
 
+/// The owner tag of a pause (`--as TAG`): 1-64 ASCII letters, digits and
+/// `.`, `_`, `-`, `:` (a tag is a name scripts agree on, never free text).
+pub fn pause_owner(tag: &str) -> Result<String> {
+    let ok = (1..=64).contains(&tag.len())
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+    if !ok {
+        bail!(
+            "invalid --as {tag:?}: a tag is 1-64 ASCII letters, digits, '.', '_', '-' or ':' \
+             (e.g. --as upgrade)"
+        );
+    }
+    Ok(tag.to_string())
+}
+
 /// The mode of files jobrun creates beside a SQLite store: octal, owner
 /// read and write at least, no execute bits.
 pub fn file_mode(mode: Option<&str>) -> Result<u32> {

@@ -1,4 +1,5 @@
-//! `jobrun history`: recorded passes, newest first, and a duration summary
+//! `jobrun history`: recorded passes, newest start first (`--reverse`:
+//! oldest first; `--since`, `--outcome` filter), and a duration summary
 //! per job (count, mean, p50, p95, max, outcomes) so an operator can choose
 //! a max hold from measured pass lengths rather than a guess.
 
@@ -11,8 +12,9 @@ use crate::cli::HistoryArgs;
 use crate::exit;
 use crate::lease::{Outcome, PassRecord};
 use crate::report::{escape, human_ms, utc_ms};
-use crate::settings::job_name;
-use crate::store::StoreSpec;
+use crate::say;
+use crate::settings::{self, job_name};
+use crate::store::{HistoryQuery, StoreSpec};
 
 /// Duration figures over the passes that ran a command.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -71,25 +73,52 @@ pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
 
 pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
     let name = a.name.as_deref().map(job_name).transpose()?;
+    let since = a
+        .since
+        .as_deref()
+        .map(|d| settings::duration("--since", d))
+        .transpose()?;
+    let outcome = a.outcome.as_deref().and_then(Outcome::parse);
     let mut store = spec.open()?;
-    let passes = store.history(name.as_deref(), a.limit)?;
-    let jobs: Vec<String> = match &name {
-        Some(n) => vec![n.clone()],
-        None => store.jobs(&[])?.into_iter().map(|j| j.name).collect(),
+    let jobs: Vec<String> = store
+        .jobs(name.as_slice())?
+        .into_iter()
+        .map(|j| j.name)
+        .collect();
+    if let (Some(n), true) = (&name, jobs.is_empty()) {
+        say!("{n}: store {} does not know this job", spec.display());
+        return Ok(exit::INCOMPLETE);
+    }
+    let query = HistoryQuery {
+        job: name.clone(),
+        since,
+        outcome,
+        limit: a.limit,
     };
+    let mut passes = store.history(&query)?;
+    if a.reverse {
+        passes.reverse();
+    }
     let mut summaries = Vec::new();
     for j in &jobs {
-        // The summary covers all the history kept, not just the listing.
-        let all = store.history(Some(j), u32::MAX / 2)?;
+        // The summary covers all the history kept (within --since), not
+        // just the listing.
+        let all = store.history(&HistoryQuery {
+            job: Some(j.clone()),
+            since,
+            outcome: None,
+            limit: u32::MAX / 2,
+        })?;
         if !all.is_empty() {
             summaries.push(summarise(j, &all));
         }
     }
     if a.json {
-        let out = json!({ "passes": passes, "summary": summaries });
+        let out = json!({ "store": spec.display(), "passes": passes, "summary": summaries });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(exit::OK);
     }
+    println!("store: {}", spec.display());
     println!(
         "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  PASS",
         "STARTED", "JOB", "OUTCOME", "DURATION", "TOKEN", "EXIT"

@@ -2,6 +2,7 @@
 //! code.
 
 pub mod clear_locks;
+pub mod forget;
 pub mod generate;
 pub mod history;
 pub mod pause;

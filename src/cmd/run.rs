@@ -716,7 +716,11 @@ fn open<'a>(
 
 /// The pause as a pass reports it; its reason is text from the store.
 fn paused_line(p: &PauseInfo) -> String {
-    let by = if p.all { " (pause --all)" } else { "" };
+    let all = if p.all { " (pause --all)" } else { "" };
+    let by = match &p.owner {
+        Some(o) => format!(" by {}{all}", escape(o)),
+        None => all.to_string(),
+    };
     match &p.reason {
         Some(r) => format!("paused{by} ({}, since {})", escape(r), utc_ms(p.since_ms)),
         None => format!("paused{by} (since {})", utc_ms(p.since_ms)),

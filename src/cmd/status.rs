@@ -10,6 +10,7 @@ use crate::exit;
 use crate::lease::{LeaseRow, Pause, WaiterRow};
 use crate::liveness::{Liveness, Verdict};
 use crate::report::{escape, human_ms, utc_ms};
+use crate::say;
 use crate::settings::job_name;
 use crate::store::StoreSpec;
 
@@ -24,11 +25,19 @@ pub fn lease_state(l: &LeaseRow, v: &Verdict) -> &'static str {
     }
 }
 
-fn pause_for<'a>(pauses: &'a [Pause], job: &str) -> Option<&'a Pause> {
-    pauses
-        .iter()
-        .find(|p| p.job == job)
-        .or_else(|| pauses.iter().find(|p| p.job == "*"))
+/// Every pause that stands on `job`: its own, then those on all jobs.
+fn pauses_for<'a>(pauses: &'a [Pause], job: &str) -> Vec<&'a Pause> {
+    let own = pauses.iter().filter(|p| p.job == job);
+    own.chain(pauses.iter().filter(|p| p.job == "*")).collect()
+}
+
+fn pause_json(p: &Pause) -> Value {
+    json!({
+        "owner": p.owner,
+        "reason": p.reason,
+        "since": utc_ms(p.since_ms),
+        "all": p.job == "*",
+    })
 }
 
 fn trunc(s: &str, n: usize) -> String {
@@ -49,6 +58,10 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let mut store = spec.open()?;
     let jobs = store.jobs(&names)?;
+    let unknown: Vec<&String> = names
+        .iter()
+        .filter(|n| !jobs.iter().any(|j| &j.name == *n))
+        .collect();
     let evidence = evidence(&spec);
     let leases = judged(store.leases(&names)?, &evidence);
     let waiters = store.waiters(&names)?;
@@ -63,7 +76,8 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
 
     let mut out = Vec::new();
     for job in &jobs {
-        let pause = pause_for(&pauses, &job.name);
+        let standing = pauses_for(&pauses, &job.name);
+        let pause = standing.first();
         let held: Vec<&(LeaseRow, Verdict)> =
             leases.iter().filter(|(l, _)| l.job == job.name).collect();
         let queue: Vec<&(WaiterRow, Verdict)> = waiter_verdicts
@@ -82,11 +96,8 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         out.push(json!({
             "name": job.name,
             "state": state,
-            "paused": pause.map(|p| json!({
-                "reason": p.reason,
-                "since": utc_ms(p.since_ms),
-                "all": p.job == "*",
-            })),
+            "paused": pause.map(|p| pause_json(p)),
+            "pauses": standing.iter().map(|p| pause_json(p)).collect::<Vec<_>>(),
             "slots": held.iter().map(|(l, v)| json!({
                 "slot": l.slot,
                 "state": lease_state(l, v),
@@ -125,11 +136,20 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         }));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({ "jobs": out }))?);
+        let doc = json!({ "store": spec.display(), "jobs": out });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
+        println!("{}", trunc(&format!("store: {}", spec.display()), WIDTH));
         print_table(&out);
     }
-    Ok(exit::OK)
+    for n in &unknown {
+        say!("{n}: store {} does not know this job", spec.display());
+    }
+    Ok(if unknown.is_empty() {
+        exit::OK
+    } else {
+        exit::INCOMPLETE
+    })
 }
 
 /// Human output fits 100 columns, whatever the names, hosts and reasons;
@@ -205,9 +225,13 @@ fn print_table(jobs: &[Value]) {
                 trunc(&text(&s["verdict"]["reason"]), 56)
             );
         }
-        if let Some(p) = j["paused"].as_object() {
+        for p in j["pauses"].as_array().into_iter().flatten() {
             row!(
-                "    paused{} since {}{}",
+                "    paused{}{} since {}{}",
+                p["owner"]
+                    .as_str()
+                    .map(|o| format!(" by {}", trunc(&escape(o), 20)))
+                    .unwrap_or_default(),
                 if p["all"].as_bool() == Some(true) {
                     " (all)"
                 } else {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, PassRecord, Pause, WaiterRow};
+use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, WaiterRow};
 use crate::liveness::StoreReach;
 
 pub mod postgres;
@@ -169,6 +169,7 @@ pub enum Acquire {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PauseInfo {
+    pub owner: Option<String>,
     pub reason: Option<String>,
     pub since_ms: i64,
     pub all: bool,
@@ -190,6 +191,34 @@ pub struct JobRow {
     pub last_outcome: Option<String>,
     pub last_duration_ms: Option<i64>,
     pub last_ended_ms_ago: Option<i64>,
+}
+
+/// Which passes `history` returns.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryQuery {
+    /// Only this job's passes.
+    pub job: Option<String>,
+    /// Only passes that started at most this long ago (store clock).
+    pub since: Option<Duration>,
+    /// Only passes with this outcome.
+    pub outcome: Option<Outcome>,
+    /// At most this many, the newest.
+    pub limit: u32,
+}
+
+/// What `forget` did with a job.
+#[derive(Debug, Clone)]
+pub enum Forget {
+    /// The job and its history are gone.
+    Forgotten,
+    /// The store never saw it (or it was forgotten already).
+    Unknown,
+    /// Passes hold this many slots.
+    Held(usize),
+    /// This many passes wait for a slot.
+    Queued(usize),
+    /// These pauses stand on it (`pause --all` counts).
+    Paused(Vec<Pause>),
 }
 
 /// The result of queueing.
@@ -224,14 +253,20 @@ pub trait Store: Send {
     fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>>;
     /// Record a pass and prune the job's history to its last `keep` passes.
     fn record_pass(&mut self, pass: &PassRecord, keep: u32) -> Result<()>;
-    /// The latest passes, newest first.
-    fn history(&mut self, job: Option<&str>, limit: u32) -> Result<Vec<PassRecord>>;
+    /// The latest passes that match `q`, newest start first.
+    fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>>;
+    /// Remove a job that is free (no holder, no waiter, no pause of its
+    /// own) and its history, in one transaction; otherwise say why not.
+    fn forget(&mut self, job: &str) -> Result<Forget>;
 
     /// Pause one job, or all (`job == None`), including jobs first seen
-    /// while the pause stands.
-    fn pause(&mut self, job: Option<&str>, reason: Option<&str>) -> Result<()>;
-    /// Lift a pause: returns whether one stood.
-    fn resume(&mut self, job: Option<&str>) -> Result<bool>;
+    /// while the pause stands, on behalf of `owner` (`None`: nobody's).
+    fn pause(&mut self, job: Option<&str>, owner: Option<&str>, reason: Option<&str>)
+        -> Result<()>;
+    /// Lift `owner`'s pause of one job, or every pause `owner` holds
+    /// (`job == None`); `owner == None` lifts pauses without an owner.
+    /// Returns how many were lifted.
+    fn resume(&mut self, job: Option<&str>, owner: Option<&str>) -> Result<u64>;
     fn pauses(&mut self) -> Result<Vec<Pause>>;
 
     /// Join the job's queue, or coalesce into an identical queued pass when

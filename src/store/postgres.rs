@@ -21,7 +21,7 @@ use super::{Result, StoreError};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 4;
 const SCHEMA: &str = r#"
 CREATE TABLE jobs (
     name TEXT PRIMARY KEY,
@@ -107,6 +107,21 @@ ALTER TABLE waiters ADD COLUMN renewed_boot_ms BIGINT;
 CREATE TABLE jobrun_store (stamp TEXT NOT NULL);
 INSERT INTO jobrun_store (stamp)
     VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
+"#;
+
+/// Version 3. placeholder: replaced by the history waited_ms migration at
+/// merge.
+const SCHEMA_V3: &str = r#"
+CREATE TABLE IF NOT EXISTS jobrun_placeholder_v3 (x BIGINT);
+DROP TABLE jobrun_placeholder_v3;
+"#;
+
+/// Version 4: pauses have an owner ('' for none): a job is paused while any
+/// owner's pause stands, and each owner lifts only its own.
+const SCHEMA_V4: &str = r#"
+ALTER TABLE pauses ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE pauses DROP CONSTRAINT pauses_pkey;
+ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
 "#;
 
 /// Query parameters of a connection URL that hold a secret.
@@ -381,6 +396,16 @@ impl PgBackend {
                 .map_err(|e| map_err(&shown, e))?;
             tx.execute("INSERT INTO jobrun_schema (version) VALUES (2)", &[])
                 .map_err(|e| map_err(&shown, e))?;
+        }
+        for (version, step) in [(3i64, SCHEMA_V3), (4i64, SCHEMA_V4)] {
+            if found.unwrap_or(0) < version {
+                tx.batch_execute(step).map_err(|e| map_err(&shown, e))?;
+                tx.execute(
+                    "INSERT INTO jobrun_schema (version) VALUES ($1)",
+                    &[&version],
+                )
+                .map_err(|e| map_err(&shown, e))?;
+            }
         }
         tx.commit().map_err(|e| map_err(&shown, e))
     }

@@ -10,7 +10,10 @@
 
 use std::time::Duration;
 
-use super::{Acquire, AcquireRequest, Attempt, Enqueue, JobRow, PauseInfo, Result, Store};
+use super::{
+    Acquire, AcquireRequest, Attempt, Enqueue, Forget, HistoryQuery, JobRow, PauseInfo, Result,
+    Store,
+};
 use crate::lease::{
     EvictIf, Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, Proc, WaiterRow,
 };
@@ -280,15 +283,40 @@ fn ensure_job(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<()> {
 
 fn pause_of(c: &mut dyn Conn, job: &str) -> Result<Option<PauseInfo>> {
     let rows = c.query(
-        "SELECT job, reason, since_ms FROM pauses WHERE job = $1 OR job = '*' \
-         ORDER BY since_ms LIMIT 1",
+        "SELECT job, reason, since_ms, owner FROM pauses WHERE job = $1 OR job = '*' \
+         ORDER BY since_ms, owner LIMIT 1",
         &[job.into()],
     )?;
     Ok(rows.first().map(|r| PauseInfo {
         all: r[0].text() == "*",
         reason: r[1].opt_text(),
         since_ms: r[2].int(),
+        owner: owner_of(&r[3]),
     }))
+}
+
+/// The owner column: '' is a pause without an owner.
+fn owner_of(v: &Value) -> Option<String> {
+    Some(v.text()).filter(|o| !o.is_empty())
+}
+
+fn pause_rows(c: &mut dyn Conn, filter: &str, params: &[Value]) -> Result<Vec<Pause>> {
+    let rows = c.query(
+        &format!(
+            "SELECT job, owner, reason, since_ms FROM pauses WHERE {filter} \
+             ORDER BY job, since_ms, owner"
+        ),
+        params,
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| Pause {
+            job: r[0].text(),
+            owner: owner_of(&r[1]),
+            reason: r[2].opt_text(),
+            since_ms: r[3].int(),
+        })
+        .collect())
 }
 
 /// A duration in milliseconds as the store keeps it. Settings bound every
@@ -568,18 +596,29 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn history(&mut self, job: Option<&str>, limit: u32) -> Result<Vec<PassRecord>> {
+    fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>> {
         self.backend.read(&mut |c| {
-            let (filter, mut params) = match job {
-                Some(j) => ("job = $2", vec![Value::from(j)]),
-                None => ("1=1", vec![]),
-            };
-            params.insert(0, limit.into());
+            let clock = c.clock()?;
+            let mut conds = vec!["1=1".to_string()];
+            let mut params: Vec<Value> = vec![q.limit.into()];
+            if let Some(j) = &q.job {
+                params.push(j.as_str().into());
+                conds.push(format!("job = ${}", params.len()));
+            }
+            if let Some(since) = q.since {
+                params.push(clock.now_ms.saturating_sub(millis(since)).into());
+                conds.push(format!("started_ms >= ${}", params.len()));
+            }
+            if let Some(o) = q.outcome {
+                params.push(o.as_str().into());
+                conds.push(format!("outcome = ${}", params.len()));
+            }
             let rows = c.query(
                 &format!(
                     "SELECT job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-                     duration_ms, exit_code, signal, outcome FROM history WHERE {filter} \
-                     ORDER BY id DESC LIMIT $1"
+                     duration_ms, exit_code, signal, outcome FROM history WHERE {} \
+                     ORDER BY started_ms DESC, id DESC LIMIT $1",
+                    conds.join(" AND ")
                 ),
                 &params,
             )?;
@@ -603,8 +642,49 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn pause(&mut self, job: Option<&str>, reason: Option<&str>) -> Result<()> {
+    fn forget(&mut self, job: &str) -> Result<Forget> {
+        self.backend.write(&mut |c| {
+            let known = c.query("SELECT name FROM jobs WHERE name = $1", &[job.into()])?;
+            if known.is_empty() {
+                return Ok(Forget::Unknown);
+            }
+            c.lock_job(job)?;
+            let count = |c: &mut dyn Conn, table: &str| -> Result<usize> {
+                let rows = c.query(
+                    &format!("SELECT count(*) FROM {table} WHERE job = $1"),
+                    &[job.into()],
+                )?;
+                Ok(rows.first().map_or(0, |r| r[0].int() as usize))
+            };
+            let held = count(c, "leases")?;
+            if held > 0 {
+                return Ok(Forget::Held(held));
+            }
+            let queued = count(c, "waiters")?;
+            if queued > 0 {
+                return Ok(Forget::Queued(queued));
+            }
+            let paused = pause_rows(c, "job = $1 OR job = '*'", &[job.into()])?;
+            if !paused.is_empty() {
+                return Ok(Forget::Paused(paused));
+            }
+            // The fencing tokens of a job forgotten and seen again still
+            // grow: a new jobs row starts at the clock's floor
+            // (`Clock::token_floor`), above every token handed out before.
+            c.exec("DELETE FROM history WHERE job = $1", &[job.into()])?;
+            c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
+            Ok(Forget::Forgotten)
+        })
+    }
+
+    fn pause(
+        &mut self,
+        job: Option<&str>,
+        owner: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<()> {
         let key = job.unwrap_or("*");
+        let owner = owner.unwrap_or("");
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
             let now = clock.now_ms;
@@ -612,36 +692,27 @@ impl<B: Backend> Store for SqlStore<B> {
                 ensure_job(c, key, &clock)?;
             }
             c.exec(
-                "INSERT INTO pauses (job, reason, since_ms) VALUES ($1, $2, $3) \
-                 ON CONFLICT (job) DO UPDATE SET reason = excluded.reason",
-                &[key.into(), reason.into(), now.into()],
+                "INSERT INTO pauses (job, owner, reason, since_ms) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (job, owner) DO UPDATE SET reason = excluded.reason",
+                &[key.into(), owner.into(), reason.into(), now.into()],
             )?;
             Ok(())
         })
     }
 
-    fn resume(&mut self, job: Option<&str>) -> Result<bool> {
-        self.backend.write(&mut |c| {
-            let n = match job {
-                Some(j) => c.exec("DELETE FROM pauses WHERE job = $1", &[j.into()])?,
-                None => c.exec("DELETE FROM pauses", &[])?,
-            };
-            Ok(n > 0)
+    fn resume(&mut self, job: Option<&str>, owner: Option<&str>) -> Result<u64> {
+        let owner = owner.unwrap_or("");
+        self.backend.write(&mut |c| match job {
+            Some(j) => c.exec(
+                "DELETE FROM pauses WHERE job = $1 AND owner = $2",
+                &[j.into(), owner.into()],
+            ),
+            None => c.exec("DELETE FROM pauses WHERE owner = $1", &[owner.into()]),
         })
     }
 
     fn pauses(&mut self) -> Result<Vec<Pause>> {
-        self.backend.read(&mut |c| {
-            let rows = c.query("SELECT job, reason, since_ms FROM pauses ORDER BY job", &[])?;
-            Ok(rows
-                .iter()
-                .map(|r| Pause {
-                    job: r[0].text(),
-                    reason: r[1].opt_text(),
-                    since_ms: r[2].int(),
-                })
-                .collect())
-        })
+        self.backend.read(&mut |c| pause_rows(c, "1=1", &[]))
     }
 
     fn enqueue(&mut self, req: &AcquireRequest, coalesce: bool) -> Result<Enqueue> {

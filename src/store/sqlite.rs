@@ -116,6 +116,25 @@ ALTER TABLE leases ADD COLUMN acquired_boot_ms INTEGER;
 ALTER TABLE leases ADD COLUMN renewed_boot_ms INTEGER;
 ALTER TABLE waiters ADD COLUMN renewed_boot_ms INTEGER;
 "#,
+    // placeholder: replaced by the history waited_ms migration at merge.
+    r#"
+CREATE TABLE IF NOT EXISTS jobrun_placeholder_v3 (x INTEGER);
+DROP TABLE jobrun_placeholder_v3;
+"#,
+    // Pauses have an owner ('' for none): a job is paused while any
+    // owner's pause stands, and each owner lifts only its own.
+    r#"
+CREATE TABLE pauses_v4 (
+    job TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    reason TEXT,
+    since_ms INTEGER NOT NULL,
+    PRIMARY KEY (job, owner)
+);
+INSERT INTO pauses_v4 (job, owner, reason, since_ms) SELECT job, '', reason, since_ms FROM pauses;
+DROP TABLE pauses;
+ALTER TABLE pauses_v4 RENAME TO pauses;
+"#,
 ];
 
 /// `PRAGMA application_id` of a jobrun store: the bytes "jobr" read as a

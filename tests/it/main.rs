@@ -8,6 +8,8 @@ mod evidence;
 mod faults;
 mod forged;
 mod generated;
+mod install;
+mod jobs;
 mod lease;
 mod operator;
 mod pg;

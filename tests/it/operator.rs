@@ -357,6 +357,13 @@ fn deployment(env: &TestEnv) -> Deployment {
     fs::write(upstream.join("VERSION"), "2\n").unwrap();
     git(&upstream, &["commit", "-q", "-am", "two"]);
     git(&upstream, &["tag", "v1.10.0"]);
+    // A branch, and the default branch moving on past the tags.
+    git(&upstream, &["checkout", "-q", "-b", "next"]);
+    fs::write(upstream.join("VERSION"), "next\n").unwrap();
+    git(&upstream, &["commit", "-q", "-am", "next"]);
+    git(&upstream, &["checkout", "-q", "-"]);
+    fs::write(upstream.join("VERSION"), "main\n").unwrap();
+    git(&upstream, &["commit", "-q", "-am", "main"]);
     git(env.dir.path(), &["clone", "-q", "upstream", "checkout"]);
     let checkout = env.path("checkout");
     git(&checkout, &["checkout", "-q", "v1.0.0"]);
@@ -419,12 +426,33 @@ fn run_upgrade_waiting(
 }
 
 /// The upgrade script pauses, stops what is in flight and waits for it,
-/// checks out the newest tag, builds, installs, and resumes.
+/// checks out the newest tag, builds, installs, and lifts its own pause
+/// only: an operator's earlier pause stands. It prints the version before
+/// and after.
 fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
     let d = deployment(env);
+    let out = env.run(&["pause", "db.vacuum", "--reason", "disk maintenance"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let p = start_pass(env, "feeds.poll", "feeds", "60s", &[]);
     let (code, said) = run_upgrade(env, &d, &[]);
     assert_eq!(code, Some(0), "{said}");
+    let version = text(&Command::new(BIN).arg("--version").output().unwrap().stdout);
+    let installed = format!("upgrade: installed: {}", version.trim());
+    assert_eq!(
+        said.matches(&installed).count(),
+        2,
+        "{installed} not before and after: {said}"
+    );
+    assert!(said.contains("upgrading to v1.10.0 ("), "{said}");
+    // The operator's pause survived, untouched.
+    let db = env.job("db.vacuum");
+    assert_eq!(db["state"], "paused", "{said}");
+    let pauses = db["pauses"].as_array().unwrap();
+    assert_eq!(pauses.len(), 1, "{db}");
+    assert_eq!(pauses[0]["reason"], "disk maintenance", "{db}");
+    assert_eq!(pauses[0]["owner"], serde_json::Value::Null, "{db}");
+    let out = env.run(&["run", "-E", "75", "db.vacuum", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
     assert!(
         env.path("feeds.termed").exists(),
         "the pass was not stopped: {said}"
@@ -461,7 +489,8 @@ fn upgrade_script_failure_leaves_the_pause_and_says_so(env: &TestEnv) {
     let (code, said) = run_upgrade(env, &d, &["v9.9.9"]);
     assert_eq!(code, Some(1), "{said}");
     assert!(
-        said.contains("FAILED: no tag v9.9.9") && said.contains("this run paused nothing"),
+        said.contains("FAILED: no tag, branch or commit v9.9.9")
+            && said.contains("this run paused nothing"),
         "{said}"
     );
     let out = env.run(&["run", "-E", "75", "feeds.poll", "--", "true"]);
@@ -475,7 +504,7 @@ fn upgrade_script_failure_leaves_the_pause_and_says_so(env: &TestEnv) {
         "the failed step is not named: {said}"
     );
     assert!(
-        said.contains("jobs stay paused") && said.contains("resume --all"),
+        said.contains("jobs stay paused") && said.contains("resume --all --as upgrade"),
         "{said}"
     );
     let out = env.run(&["run", "-E", "75", "feeds.poll", "--", "true"]);
@@ -485,6 +514,36 @@ fn upgrade_script_failure_leaves_the_pause_and_says_so(env: &TestEnv) {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// The upgrade takes a branch or a commit as well as a tag, and without an
+/// argument in a repository with no tag, the upstream's default branch.
+fn upgrade_script_takes_a_branch_a_commit_or_the_default_branch(env: &TestEnv) {
+    let d = deployment(env);
+    let version = || fs::read_to_string(d.checkout.join("VERSION")).unwrap();
+    let (code, said) = run_upgrade(env, &d, &["next"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(version(), "next\n", "{said}");
+    let sha = {
+        let out = Command::new("git")
+            .args(["rev-parse", "v1.0.0^{commit}"])
+            .current_dir(&d.checkout)
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_string()
+    };
+    let (code, said) = run_upgrade(env, &d, &[&sha[..10]]);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(version(), "1\n", "{said}");
+    for dir in [env.path("upstream"), d.checkout.clone()] {
+        git(&dir, &["tag", "-d", "v1.0.0", "v1.10.0"]);
+    }
+    let (code, said) = run_upgrade(env, &d, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(version(), "main\n", "{said}");
+    assert_eq!(env.job("feeds.poll"), serde_json::Value::Null);
+    let out = env.run(&["run", "-E", "75", "feeds.poll", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// A pass that does not release within the wait stops the upgrade before
@@ -556,4 +615,5 @@ both_stores!(
     upgrade_script_stops_rebuilds_and_resumes,
     upgrade_script_failure_leaves_the_pause_and_says_so,
     upgrade_script_stops_when_a_pass_holds_on,
+    upgrade_script_takes_a_branch_a_commit_or_the_default_branch,
 );

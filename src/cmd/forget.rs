@@ -1,0 +1,56 @@
+//! `jobrun forget NAME...`: remove jobs the store no longer needs to show,
+//! with their history. Only a free job is forgotten (no holder, no waiter,
+//! no pause standing on it): anything else would lose what an operator or a
+//! pass still relies on, so it is refused with the reason. The check and the
+//! removal are one transaction.
+//!
+//! A forgotten job seen again starts its fencing tokens at the store clock's
+//! floor, above every token handed out before, so a token never repeats.
+
+use anyhow::Result;
+
+use crate::cli::ForgetArgs;
+use crate::cmd::pause::{lifted_by, set_by};
+use crate::exit;
+use crate::say;
+use crate::settings::job_name;
+use crate::store::{Forget, StoreSpec};
+
+pub fn run(spec: StoreSpec, a: ForgetArgs) -> Result<i32> {
+    let names = a
+        .names
+        .iter()
+        .map(|n| job_name(n))
+        .collect::<Result<Vec<_>>>()?;
+    let mut store = spec.open()?;
+    let mut code = exit::OK;
+    for name in &names {
+        match store.forget(name)? {
+            Forget::Forgotten => {
+                say!("{name}: forgotten, with its history");
+                continue;
+            }
+            Forget::Unknown => say!(
+                "{name}: not forgotten: store {} does not know this job",
+                spec.display()
+            ),
+            Forget::Held(n) => {
+                say!("{name}: not forgotten: a pass holds it ({n} slot(s) held; see jobrun status)")
+            }
+            Forget::Queued(n) => {
+                say!("{name}: not forgotten: {n} pass(es) wait for a slot")
+            }
+            Forget::Paused(pauses) => {
+                for p in &pauses {
+                    say!(
+                        "{name}: not forgotten: paused by {} ({} lifts it)",
+                        set_by(p),
+                        lifted_by(p)
+                    );
+                }
+            }
+        }
+        code = exit::INCOMPLETE;
+    }
+    Ok(code)
+}
