@@ -999,16 +999,30 @@ pub fn signal_verified(p: Proc, sig: i32, dry_run: bool) -> Result<(), NotSignal
     pidfd_signal(&fd, sig)
 }
 
-/// Signal every running member of process group `pgid` that belongs to
-/// pass `pass_id`, each through a pidfd taken before it is checked, so that
-/// only processes that are in that group and of that pass when signalled
+/// Whose members of a process group may be signalled.
+#[derive(Debug, Clone, Copy)]
+pub enum Members<'a> {
+    /// The group's leader is the command of a verified, live wrapper (its
+    /// child, by pid, start time and parent): every member is the pass's.
+    Led,
+    /// Only members that carry this pass id (an orphaned group).
+    OfPass(&'a str),
+}
+
+/// Signal the running members of process group `pgid` that `members`
+/// allows, each through a pidfd taken before it is checked, so that only
+/// processes that are in that group (and of that pass) when signalled
 /// receive it. Returns how many were signalled.
 pub fn signal_group_verified(
     pgid: i32,
-    pass_id: &str,
+    members: Members,
     sig: i32,
     dry_run: bool,
 ) -> Result<usize, NotSignalled> {
+    let allowed = |pid| match members {
+        Members::Led => true,
+        Members::OfPass(pass_id) => matches!(verify_member(pid, pass_id), Verified::Yes(_)),
+    };
     let Group::Runs(members) = group(pgid) else {
         return Err(NotSignalled::Gone);
     };
@@ -1020,7 +1034,7 @@ pub fn signal_group_verified(
             Some(s) if s.pgrp == pgid && !s.exited() => {}
             _ => continue,
         }
-        if !matches!(verify_member(pid, pass_id), Verified::Yes(_)) {
+        if !allowed(pid) {
             continue;
         }
         if dry_run {

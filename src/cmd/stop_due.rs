@@ -13,7 +13,7 @@ use crate::cmd::{evidence, holder_name};
 use crate::exit;
 use crate::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
 use crate::liveness::{
-    signal_group_verified, signal_verified, start_time, verify_wrapper, Evidence, NotSignalled,
+    signal_group_verified, signal_verified, stat, verify_wrapper, Evidence, Members, NotSignalled,
     Sight, Verified,
 };
 use crate::report::escape;
@@ -37,8 +37,10 @@ impl Target {
             Target::Wrapper(p) => {
                 signal_verified(*p, sig, dry_run).map(|()| format!("wrapper pid {}", p.pid))
             }
-            Target::Group(pgid, pass_id) => signal_group_verified(*pgid, pass_id, sig, dry_run)
-                .map(|n| format!("{n} process(es) of orphaned process group {pgid}")),
+            Target::Group(pgid, pass_id) => {
+                signal_group_verified(*pgid, Members::OfPass(pass_id), sig, dry_run)
+                    .map(|n| format!("{n} process(es) of orphaned process group {pgid}"))
+            }
         }
     }
 }
@@ -211,9 +213,29 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                     };
                     // The group id is the child's pid: a pid now owned by
                     // another process means the pass's group is gone.
-                    let sent = match start_time(child.pid) {
-                        Some(start) if start != child.start => Err(NotSignalled::Reused),
-                        _ => signal_group_verified(child.pid, &l.pass_id, libc::SIGKILL, false),
+                    let sent = match stat(child.pid) {
+                        Some(s) if s.start != child.start => Err(NotSignalled::Reused),
+                        // The command of a verified live wrapper leads its
+                        // group: all of it is the pass's, whatever its
+                        // members did to their environment.
+                        Some(s)
+                            if s.ppid == l.holder.wrapper.pid
+                                && matches!(
+                                    verify_wrapper(
+                                        l.holder.wrapper.pid,
+                                        evidence.lock_of(&l.pass_id).as_deref()
+                                    ),
+                                    Verified::Yes(_)
+                                ) =>
+                        {
+                            signal_group_verified(child.pid, Members::Led, libc::SIGKILL, false)
+                        }
+                        _ => signal_group_verified(
+                            child.pid,
+                            Members::OfPass(&l.pass_id),
+                            libc::SIGKILL,
+                            false,
+                        ),
                     };
                     match sent {
                         Ok(n) => say!(

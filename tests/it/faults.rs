@@ -171,6 +171,34 @@ fn a_grandchild_keeps_the_pass(env: &TestEnv) {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
+/// stop-due's KILL escalation reaches every process of a live pass's group,
+/// even one that cleared its environment: the group is led by the verified
+/// wrapper's own command.
+fn stop_due_kills_the_whole_group_of_a_live_pass(env: &TestEnv) {
+    let cmd = script(
+        env,
+        "stubborn.sh",
+        "trap '' TERM
+         env -i sleep 60 &
+         echo $! > bare.pid.tmp && mv bare.pid.tmp bare.pid
+         wait",
+    );
+    let wrapper = env.start("stubborn", &["run", "--kill-after", "1h", "s", "--", &cmd]);
+    assert!(
+        env.wait_for_file("bare.pid", START),
+        "{}",
+        env.stderr_of("stubborn")
+    );
+    let bare = env.pid_in("bare.pid");
+    let out = env.run(&["stop-due", "--all", "--wait", "15s", "--kill-after", "1s"]);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("sent KILL to 2 process(es)"), "{said}");
+    assert!(!alive(bare), "a process of the pass survived: {said}");
+    assert!(env.wait_exit(wrapper, START).is_some());
+    assert_eq!(env.held("s"), 0);
+}
+
 /// A small generator for the torture's choices; no test needs more.
 struct Dice(u64);
 
@@ -475,6 +503,7 @@ fn overflowing_durations_are_refused_and_nothing_is_written() {
 
 both_stores!(
     a_grandchild_keeps_the_pass,
+    stop_due_kills_the_whole_group_of_a_live_pass,
     kill_torture_never_overlaps,
     a_deleted_store_loses_the_lease_and_tokens_never_repeat,
     max_hold_never_judged_on_a_jumping_clock,
