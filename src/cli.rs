@@ -70,9 +70,10 @@ pub struct RunArgs {
     /// characters.
     pub name: String,
 
-    /// The command and its arguments, run directly (no shell).
+    /// The command and its arguments, run directly (no shell); passed
+    /// byte for byte, UTF-8 or not.
     #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 
     /// The lease window, renewed every third of it (at least 3s).
     #[arg(
@@ -112,7 +113,9 @@ pub struct RunArgs {
     pub conflict_exit_code: i32,
 
     /// Do not print the line naming the holder when the job is held.
-    #[arg(short, long)]
+    /// JOBRUN_QUIET takes 1/0, true/false, yes/no or on/off.
+    #[arg(short, long, env = "JOBRUN_QUIET", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub quiet: bool,
 
     /// How many passes of the job may run at once; the smallest among the

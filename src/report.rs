@@ -6,12 +6,15 @@
 //! `escape` before it is shown, so a row can neither forge a line of its own
 //! nor drive the operator's terminal.
 
-/// Print one line on stderr: `jobrun: <message>`.
+/// Print one line on stderr: `jobrun: <message>`. A lost stderr (a closed
+/// pipe, a full disk) loses the line and nothing else: a pass must never die,
+/// or leave its child unsupervised, because nobody reads its messages.
 #[macro_export]
 macro_rules! say {
-    ($($arg:tt)*) => {
-        eprintln!("jobrun: {}", format_args!($($arg)*))
-    };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "jobrun: {}", format_args!($($arg)*));
+    }};
 }
 
 /// Characters that reorder or hide text on screen: bidirectional overrides,

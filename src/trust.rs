@@ -125,8 +125,35 @@ pub fn check_if_present(path: &Path, mode: u32) -> Result<(), String> {
     }
 }
 
+/// "permission denied", naming the owner and mode of `path`, or of the
+/// nearest directory above it that can be inspected when `path` itself
+/// cannot (a directory the caller may not enter).
+pub fn denied(path: &Path) -> String {
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if let Ok(md) = std::fs::symlink_metadata(p) {
+            let what = if p == path {
+                path.display().to_string()
+            } else {
+                format!("{} (in directory {})", path.display(), p.display())
+            };
+            return format!(
+                "permission denied: {what} has owner {} and mode {:04o}, and {} may not use it",
+                user_name(md.uid()),
+                md.mode() & 0o7777,
+                user_name(nix::unistd::geteuid().as_raw())
+            );
+        }
+        at = p.parent().filter(|d| !d.as_os_str().is_empty());
+    }
+    format!("permission denied: {}", path.display())
+}
+
 /// Why an `open_nofollow` failed, as one line naming the file.
 pub fn open_failure(path: &Path, e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        return denied(path);
+    }
     if e.raw_os_error() == Some(libc::ELOOP) {
         match std::fs::symlink_metadata(path) {
             Ok(md) => refusal(path, &md, "is a symbolic link"),

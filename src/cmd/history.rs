@@ -71,7 +71,7 @@ pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
 
 pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
     let name = a.name.as_deref().map(job_name).transpose()?;
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let passes = store.history(name.as_deref(), a.limit)?;
     let jobs: Vec<String> = match &name {
         Some(n) => vec![n.clone()],

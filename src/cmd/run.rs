@@ -122,7 +122,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         job: settings.job.clone(),
         pass_id,
         holder,
-        argv: settings.argv.clone(),
+        argv: settings.argv_text.clone(),
         cwd: std::env::current_dir()
             .map(|d| d.to_string_lossy().into_owned())
             .unwrap_or_default(),
@@ -262,12 +262,12 @@ impl Pass {
             self.remove_ghosts(i64::MAX)?;
         }
         let jobs = std::slice::from_ref(&self.settings.job);
-        if self.settings.coalesce {
+        if self.settings.coalesce && self.settings.argv_exact {
             let cwd = self.req.cwd.clone();
             let queued = open(&mut self.conn, &self.spec)?.waiters(jobs)?;
             if let Some(w) = queued
                 .iter()
-                .find(|w| w.argv == self.settings.argv && w.cwd == cwd)
+                .find(|w| w.argv == self.settings.argv_text && w.cwd == cwd)
             {
                 return self.coalesced(&w.pass_id.clone());
             }
@@ -403,7 +403,7 @@ impl Pass {
             &label,
         );
         let renewer_exit = renewer.stop();
-        if let Some(e) = child.exec_failure(&self.settings.argv[0]) {
+        if let Some(e) = child.exec_failure(&self.settings.argv_text[0]) {
             say!("{}: {}", self.label(), e.message);
             self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
             return Ok(e.code);
@@ -518,11 +518,13 @@ impl Pass {
             // Never coalesce into a ghost: its work would never run.
             self.remove_ghosts(i64::MAX)?;
         }
-        let id =
-            match open(&mut self.conn, &self.spec)?.enqueue(&self.req, self.settings.coalesce)? {
-                Enqueue::Coalesced(p) => return self.coalesced(&p),
-                Enqueue::Queued(id) => id,
-            };
+        let id = match open(&mut self.conn, &self.spec)?.enqueue(
+            &self.req,
+            self.settings.coalesce && self.settings.argv_exact,
+        )? {
+            Enqueue::Coalesced(p) => return self.coalesced(&p),
+            Enqueue::Queued(id) => id,
+        };
         let arrived = Instant::now();
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.

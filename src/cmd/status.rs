@@ -47,7 +47,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         .iter()
         .map(|n| job_name(n))
         .collect::<Result<Vec<_>>>()?;
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let jobs = store.jobs(&names)?;
     let evidence = evidence(&spec);
     let leases = judged(store.leases(&names)?, &evidence);

@@ -288,6 +288,12 @@ pub type PgStore = SqlStore<PgBackend>;
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
+        PgStore::open_opts(url, true)
+    }
+
+    /// As `open`; with `create` false, a database without jobrun's schema
+    /// is `StoreError::Missing` and is left as it is.
+    pub fn open_opts(url: &str, create: bool) -> Result<PgStore> {
         let shown = redact(url);
         let mut config: Config = url.parse().map_err(|e| {
             StoreError::Other(
@@ -329,6 +335,9 @@ impl PgStore {
             system_id: String::new(),
             statements: HashMap::new(),
         };
+        if !create && backend.version()?.is_none() {
+            return Err(StoreError::Missing(backend.shown.clone()));
+        }
         backend.migrate()?;
         // pg_control_system() may be closed to a least-privilege role; the
         // schema's stamp alone still tells a re-created store apart.

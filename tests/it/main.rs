@@ -6,6 +6,7 @@ mod badinput;
 mod env;
 mod evidence;
 mod generated;
+mod input;
 mod lease;
 mod operator;
 mod pg;
