@@ -91,8 +91,8 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
         return Ok(exit::OK);
     }
     println!(
-        "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  PASS",
-        "STARTED", "JOB", "OUTCOME", "DURATION", "TOKEN", "EXIT"
+        "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} TOKEN",
+        "STARTED", "JOB", "OUTCOME", "WAITED", "DURATION", "EXIT", "PASS"
     );
     for p in &passes {
         let code = match (p.exit_code, p.signal) {
@@ -101,14 +101,15 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
             _ => "-".into(),
         };
         println!(
-            "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  {}",
+            "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} {}",
             utc_ms(p.started_at_ms),
             escape(&p.job),
             p.outcome.as_str(),
+            p.waited_ms.map_or_else(|| "-".into(), human_ms),
             human_ms(p.duration_ms),
-            p.token.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
             code,
-            escape(&p.pass_id)
+            escape(&p.pass_id),
+            p.token.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
         );
     }
     println!();
@@ -147,6 +148,7 @@ mod tests {
             started_at_ms: 0,
             ended_at_ms: ms,
             duration_ms: ms,
+            waited_ms: Some(0),
             exit_code: Some(0),
             signal: None,
             outcome,

@@ -77,6 +77,10 @@ struct Pass {
     events: Receiver<Event>,
     sender: Sender<Event>,
     started_ms: i64,
+    /// When the pass began, and when its command was released to exec, on
+    /// the monotonic clock: the wait and the duration are measured apart.
+    started: Instant,
+    child_started: Option<Instant>,
     evidence: Evidence,
     /// The store this pass started with; losing it loses the lease.
     pin: Arc<StorePin>,
@@ -92,6 +96,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     let (sender, events) = mpsc::channel();
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
     let started_ms = now_ms();
+    let started = Instant::now();
     let mut store = spec.open()?;
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
     let evidence = evidence(&spec);
@@ -138,6 +143,8 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         events,
         sender,
         started_ms,
+        started,
+        child_started: None,
         evidence,
         pin,
         held: Some(held),
@@ -288,7 +295,7 @@ impl Pass {
                          token {} ({}){more}",
                         holder_name(l),
                         utc_ms(l.acquired_at_ms),
-                        human_ms(l.renewed_ago_ms),
+                        crate::report::age_ms(l.renewed_ago_ms),
                         l.token,
                         escape(&v.to_string())
                     )
@@ -335,6 +342,11 @@ impl Pass {
         signal: Option<i32>,
     ) -> PassRecord {
         let ended = now_ms();
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let (waited, duration) = match self.child_started {
+            Some(at) => (at.duration_since(self.started), at.elapsed()),
+            None => (self.started.elapsed(), Duration::ZERO),
+        };
         PassRecord {
             job: self.settings.job.clone(),
             pass_id: self.req.pass_id.clone(),
@@ -344,7 +356,8 @@ impl Pass {
             pid: self.req.holder.wrapper.pid,
             started_at_ms: self.started_ms,
             ended_at_ms: ended,
-            duration_ms: ended - self.started_ms,
+            duration_ms: ms(duration),
+            waited_ms: Some(ms(waited)),
             exit_code: code,
             signal,
             outcome,
@@ -384,6 +397,7 @@ impl Pass {
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
         let mut child = held.release(key.token, key.slot);
+        self.child_started = Some(Instant::now());
         let watched = supervise::watch_exit(child.id(), self.sender.clone())
             .context("cannot watch the child")
             .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
@@ -409,7 +423,14 @@ impl Pass {
             return Ok(e.code);
         }
         let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
-        let outcome = if ended.stopped_by.is_some() {
+        // The outcome follows how the command ended: `stopped` only when it
+        // died of the terminating signal the wrapper forwarded (or of the
+        // KILL sent after it); a command that handled the signal and exited
+        // is judged by its exit code like any other.
+        let died_of_stop = ended.stopped_by.is_some()
+            && ended.signal.is_some()
+            && (ended.signal == ended.stopped_by || ended.killed);
+        let outcome = if died_of_stop {
             Outcome::Stopped
         } else if lost {
             Outcome::LostLease

@@ -8,8 +8,8 @@ use crate::cli::StatusArgs;
 use crate::cmd::{evidence, judged};
 use crate::exit;
 use crate::lease::{LeaseRow, Pause, WaiterRow};
-use crate::liveness::{Liveness, Verdict};
-use crate::report::{escape, human_ms, utc_ms};
+use crate::liveness::{Identity, Liveness, Verdict};
+use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::settings::job_name;
 use crate::store::StoreSpec;
 
@@ -22,6 +22,28 @@ pub fn lease_state(l: &LeaseRow, v: &Verdict) -> &'static str {
         Liveness::Unknown if l.lapsed() => "stale",
         Liveness::Unknown => "running",
     }
+}
+
+/// The state of a held slot as status shows it: a live wrapper on this
+/// machine that is stopped (SIGSTOP, a debugger: `T` in `/proc`, as `ps`
+/// shows it) is `stopped`, since it neither renews nor runs on.
+fn shown_state(l: &LeaseRow, v: &Verdict, me: &Identity) -> &'static str {
+    let state = lease_state(l, v);
+    if state == "running" && wrapper_stopped(l, me) {
+        "stopped"
+    } else {
+        state
+    }
+}
+
+/// The holder's wrapper is this boot's and namespace's process with the
+/// recorded start time, and it is stopped.
+fn wrapper_stopped(l: &LeaseRow, me: &Identity) -> bool {
+    let h = &l.holder;
+    h.boot_id == me.boot_id
+        && h.pid_ns == me.pid_ns
+        && crate::liveness::stat(h.wrapper.pid)
+            .is_some_and(|s| s.start == h.wrapper.start && matches!(s.state, 'T' | 't'))
 }
 
 fn pause_for<'a>(pauses: &'a [Pause], job: &str) -> Option<&'a Pause> {
@@ -71,7 +93,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
             .filter(|(w, _)| w.job == job.name)
             .collect();
         let state = if let Some((l, v)) = held.first() {
-            lease_state(l, v)
+            shown_state(l, v, &evidence.me)
         } else if pause.is_some() {
             "paused"
         } else if !queue.is_empty() {
@@ -89,7 +111,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
             })),
             "slots": held.iter().map(|(l, v)| json!({
                 "slot": l.slot,
-                "state": lease_state(l, v),
+                "state": shown_state(l, v, &evidence.me),
                 "token": l.token,
                 "pass_id": l.pass_id,
                 "holder": {
@@ -100,7 +122,8 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
                 "verdict": {"liveness": v.liveness, "reason": v.reason},
                 "since": utc_ms(l.acquired_at_ms),
                 "held_ms": l.held_ms,
-                "renewed_ago_ms": l.renewed_ago_ms,
+                // An age is never negative (a clock ahead of ours).
+                "renewed_ago_ms": l.renewed_ago_ms.max(0),
                 "expires_in_ms": l.expires_in_ms,
                 "max_hold_ms": l.max_hold_ms,
                 "command": l.argv,
@@ -152,36 +175,34 @@ fn ms(v: &Value) -> i64 {
 }
 
 fn print_table(jobs: &[Value]) {
+    // 24+4+8+19+7+11 columns and their gaps leave 20 for LAST, the
+    // longest outcome and duration ("spawn-failed 23h 59m"): no figure is
+    // ever cut. Tokens (16 digits) are on the detail line.
     row!(
-        "{:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  LAST",
+        "{:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  LAST",
         "JOB",
         "SLOT",
         "STATE",
         "HOLDER",
         "RENEWED",
-        "EXPIRES",
-        "TOKEN"
+        "EXPIRES"
     );
     for j in jobs {
         let name = trunc(&text(&j["name"]), 24);
         let last = match &j["last"] {
             Value::Null => "-".to_string(),
-            l => trunc(
-                &format!(
-                    "{} {}",
-                    escape(l["outcome"].as_str().unwrap_or("-")),
-                    human_ms(ms(&l["duration_ms"]))
-                ),
-                18,
+            l => format!(
+                "{} {}",
+                trunc(&escape(l["outcome"].as_str().unwrap_or("-")), 12),
+                human_ms(ms(&l["duration_ms"]))
             ),
         };
         let slots = j["slots"].as_array().cloned().unwrap_or_default();
         if slots.is_empty() {
             row!(
-                "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
+                "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 "-",
                 j["state"].as_str().unwrap_or(""),
-                "-",
                 "-",
                 "-",
                 "-"
@@ -190,19 +211,23 @@ fn print_table(jobs: &[Value]) {
         for s in &slots {
             let holder = format!("{}:{}", text(&s["holder"]["host"]), s["holder"]["pid"]);
             row!(
-                "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
+                "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 s["slot"].to_string(),
                 s["state"].as_str().unwrap_or(""),
-                trunc(&holder, 20),
-                human_ms(ms(&s["renewed_ago_ms"])),
-                human_ms(ms(&s["expires_in_ms"])),
-                s["token"].to_string()
+                trunc(&holder, 19),
+                age_ms(ms(&s["renewed_ago_ms"])),
+                expiry_ms(ms(&s["expires_in_ms"]))
             );
             row!(
-                "    since {}, {}: {}",
+                "    since {}, token {}, {}",
                 s["since"].as_str().unwrap_or(""),
+                s["token"],
+                expiry_words(ms(&s["expires_in_ms"]))
+            );
+            row!(
+                "    {}: {}",
                 s["verdict"]["liveness"].as_str().unwrap_or(""),
-                trunc(&text(&s["verdict"]["reason"]), 56)
+                trunc(&text(&s["verdict"]["reason"]), 80)
             );
         }
         if let Some(p) = j["paused"].as_object() {
@@ -225,7 +250,7 @@ fn print_table(jobs: &[Value]) {
         if len > 0 {
             row!(
                 "    queue: {len} waiting, head waited {}",
-                human_ms(ms(&q["head_waited_ms"]))
+                age_ms(ms(&q["head_waited_ms"]))
             );
             for w in q["waiters"].as_array().into_iter().flatten() {
                 row!(
@@ -233,7 +258,7 @@ fn print_table(jobs: &[Value]) {
                     w["position"],
                     text(&w["holder"]["host"]),
                     w["holder"]["pid"],
-                    human_ms(ms(&w["waited_ms"])),
+                    age_ms(ms(&w["waited_ms"])),
                     w["verdict"]["liveness"].as_str().unwrap_or(""),
                     trunc(&text(&w["verdict"]["reason"]), 40)
                 );

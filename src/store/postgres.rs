@@ -21,7 +21,7 @@ use super::{Result, StoreError};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 const SCHEMA: &str = r#"
 CREATE TABLE jobs (
     name TEXT PRIMARY KEY,
@@ -107,6 +107,12 @@ ALTER TABLE waiters ADD COLUMN renewed_boot_ms BIGINT;
 CREATE TABLE jobrun_store (stamp TEXT NOT NULL);
 INSERT INTO jobrun_store (stamp)
     VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
+"#;
+
+/// Version 3: a pass's wait before its command started, apart from its
+/// duration.
+const SCHEMA_V3: &str = r#"
+ALTER TABLE history ADD COLUMN waited_ms BIGINT;
 "#;
 
 /// Query parameters of a connection URL that hold a secret.
@@ -389,6 +395,12 @@ impl PgBackend {
             tx.batch_execute(SCHEMA_V2)
                 .map_err(|e| map_err(&shown, e))?;
             tx.execute("INSERT INTO jobrun_schema (version) VALUES (2)", &[])
+                .map_err(|e| map_err(&shown, e))?;
+        }
+        if found.unwrap_or(0) < 3 {
+            tx.batch_execute(SCHEMA_V3)
+                .map_err(|e| map_err(&shown, e))?;
+            tx.execute("INSERT INTO jobrun_schema (version) VALUES (3)", &[])
                 .map_err(|e| map_err(&shown, e))?;
         }
         tx.commit().map_err(|e| map_err(&shown, e))

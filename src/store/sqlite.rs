@@ -116,6 +116,10 @@ ALTER TABLE leases ADD COLUMN acquired_boot_ms INTEGER;
 ALTER TABLE leases ADD COLUMN renewed_boot_ms INTEGER;
 ALTER TABLE waiters ADD COLUMN renewed_boot_ms INTEGER;
 "#,
+    // A pass's wait before its command started, apart from its duration.
+    r#"
+ALTER TABLE history ADD COLUMN waited_ms INTEGER;
+"#,
 ];
 
 /// `PRAGMA application_id` of a jobrun store: the bytes "jobr" read as a

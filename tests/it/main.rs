@@ -5,6 +5,7 @@
 mod badinput;
 mod env;
 mod evidence;
+mod figures;
 mod generated;
 mod input;
 mod lease;
