@@ -26,6 +26,9 @@ use crate::store::{
 };
 use crate::supervise::{self, Event};
 
+/// The longest fallback poll of a waiter that a release wakes.
+const QUIET_POLL: Duration = Duration::from_secs(5);
+
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
     let mut buf = [0u8; 6];
@@ -173,7 +176,10 @@ impl Pass {
         }
         // A dead waiter nobody queues behind would keep every later pass
         // out: judge the queue too, and look again if a ghost was removed.
-        if got == Acquire::Full && self.remove_ghosts(i64::MAX)? > 0 {
+        // (A pass that will queue judges the waiters ahead of it from the
+        // queue, a few at a time, instead of all of them on arrival.)
+        if got == Acquire::Full && self.settings.wait.is_none() && self.remove_ghosts(i64::MAX)? > 0
+        {
             let plan = self.reconcile()?;
             got = self.acquire(&plan)?;
         }
@@ -516,7 +522,11 @@ impl Pass {
         let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
         match self.with_retries(|store| store.release(key, Some((&pass, keep)))) {
-            Ok(true) => crate::wake::wake_waiters(&self.spec),
+            Ok(true) => {
+                if let Ok(store) = open(&mut self.conn, &self.spec) {
+                    crate::wake::wake_next(&self.spec, store.as_mut(), &key.job);
+                }
+            }
             Ok(false) => say!(
                 "{} slot {}: lock was no longer ours at release (token {})",
                 key.job,
@@ -539,6 +549,8 @@ impl Pass {
             // Never coalesce into a ghost: its work would never run.
             self.remove_ghosts(i64::MAX)?;
         }
+        // Watched before the row exists: a release in between wakes it.
+        let wake = crate::wake::watch(&self.spec, &self.req.pass_id, self.sender.clone());
         let id = match open(&mut self.conn, &self.spec)?.enqueue(
             &self.req,
             self.settings.coalesce && self.settings.argv_exact,
@@ -550,7 +562,6 @@ impl Pass {
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.
         let deadline = arrived.checked_add(wait);
-        crate::wake::watch(&self.spec, self.sender.clone());
         let held = Held::Waiter {
             id,
             job: self.settings.job.clone(),
@@ -562,6 +573,15 @@ impl Pass {
             arrived,
         )?;
         let mut poll = Duration::from_millis(20);
+        // The fallback poll: every release on a one-machine store wakes the
+        // waiters it lets in, so a waiter with a wake file there polls
+        // rarely (it still finds a ghost ahead of it, or a pause lifted);
+        // on a fleet store releases elsewhere wake nobody here.
+        let max_poll = if wake.is_some() && self.spec.reach() == StoreReach::OneMachine {
+            QUIET_POLL
+        } else {
+            Duration::from_secs(1)
+        };
         let mut position = 0;
         let mut paused = false;
         let mut store_failing = false;
@@ -631,15 +651,23 @@ impl Pass {
                 // A release on this machine: look again at once.
                 Ok(_) => poll = Duration::from_millis(20),
                 Err(RecvTimeoutError::Timeout) => {
-                    poll = (poll * 3 / 2).min(Duration::from_secs(1));
+                    poll = (poll * 3 / 2).min(max_poll);
                 }
                 Err(RecvTimeoutError::Disconnected) => {}
             }
         };
         renewer.stop();
+        drop(wake);
         self.drop_stale_events();
         match result {
-            Ok(key) => self.run_child(key),
+            Ok(key) => {
+                // Slots still free (several released at once, a pause
+                // lifted): the next in line can be promoted too.
+                if let Ok(store) = open(&mut self.conn, &self.spec) {
+                    crate::wake::wake_next(&self.spec, store.as_mut(), &key.job);
+                }
+                self.run_child(key)
+            }
             Err((why, outcome)) => {
                 self.held = None;
                 let _ = self.with_retries(|store| store.remove_waiter(id, false));
@@ -667,6 +695,20 @@ impl Pass {
     fn queue_step(&mut self, id: i64) -> Result<Acquire> {
         loop {
             let plan = self.reconcile()?;
+            // Reads first: a waiter that cannot be promoted yet takes no
+            // write lock (on SQLite a poller holding it while descheduled
+            // delays the release and promotion it waits for).
+            if plan.is_empty() {
+                if let Some((position, window)) = self.surely_behind(id)? {
+                    // Only a ghost among those who could be promoted now
+                    // holds anyone up; judging the whole queue at every
+                    // poll of every waiter costs a long queue dearly.
+                    if self.remove_ghosts_ahead(id, window)? == 0 {
+                        return Ok(Acquire::Behind(position));
+                    }
+                    continue;
+                }
+            }
             let got = self.promote(id, &plan)?;
             let removed = match got {
                 Acquire::Behind(_) => self.remove_ghosts(id)?,
@@ -677,6 +719,36 @@ impl Pass {
                 return Ok(got);
             }
         }
+    }
+
+    /// `Some((position, free slots))` when waiter `id` is queued behind
+    /// the free slots of an unpaused job, by reads alone (the same count as
+    /// promotion); `None` when promotion must decide.
+    fn surely_behind(&mut self, id: i64) -> Result<Option<(u32, usize)>> {
+        let jobs = std::slice::from_ref(&self.settings.job);
+        let store = open(&mut self.conn, &self.spec)?;
+        let waiters = store.waiters(jobs)?;
+        let Some(rank) = waiters.iter().position(|w| w.id == id) else {
+            return Ok(None);
+        };
+        let leases = store.leases(jobs)?;
+        let limit = leases
+            .iter()
+            .map(|l| l.slots)
+            .chain(waiters.iter().map(|w| w.slots))
+            .chain([self.settings.slots])
+            .min()
+            .unwrap_or(1)
+            .max(1) as usize;
+        let free = limit.saturating_sub(leases.len());
+        if rank < free {
+            return Ok(None);
+        }
+        let paused = store
+            .pauses()?
+            .iter()
+            .any(|p| p.job == "*" || p.job == self.settings.job);
+        Ok((!paused).then_some((rank as u32 + 1, free)))
     }
 
     /// Events left over from the wait (the waiter renewer's, wake-ups) must
@@ -696,10 +768,16 @@ impl Pass {
     /// Remove dead (or lapsed and unknown) waiters ahead of `id`. Returns how
     /// many were removed.
     fn remove_ghosts(&mut self, id: i64) -> Result<u32> {
+        self.remove_ghosts_ahead(id, usize::MAX)
+    }
+
+    /// Remove dead (or lapsed and unknown) waiters among the first
+    /// `window` (at least one) of those ahead of `id`.
+    fn remove_ghosts_ahead(&mut self, id: i64, window: usize) -> Result<u32> {
         let job = self.settings.job.clone();
         let waiters = open(&mut self.conn, &self.spec)?.waiters(std::slice::from_ref(&job))?;
         let mut removed = 0;
-        for w in waiters.iter().filter(|w| w.id < id) {
+        for w in waiters.iter().filter(|w| w.id < id).take(window.max(1)) {
             let v = self.evidence.judge(&w.holder, &w.pass_id);
             let gone = match v.liveness {
                 Liveness::Dead => open(&mut self.conn, &self.spec)?.remove_waiter(w.id, false)?,

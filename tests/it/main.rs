@@ -16,3 +16,4 @@ mod run;
 mod security;
 mod status;
 mod store;
+mod wake;

@@ -38,7 +38,8 @@ echo "end $i $(date +%s%3N) $JOBRUN_SLOT" >> log"#,
 /// Create the store before anything runs concurrently: these tests are
 /// about the queue, not about many processes creating one store at once.
 fn create_store(env: &TestEnv) {
-    let out = env.run(&["status"]);
+    // Only run and pause create a store.
+    let out = env.run(&["run", "store.created", "--", "true"]);
     assert!(
         out.status.success(),
         "{}",
