@@ -78,19 +78,6 @@ impl Drop for TempUser {
     }
 }
 
-/// Run jobrun with extra environment, to completion within 20 s: a pass
-/// that hangs fails the test instead of hanging it.
-fn run_within(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> (Option<i32>, String) {
-    let pid = env.start_with("bounded", args, vars);
-    let code = env.wait_exit(pid, Duration::from_secs(20));
-    assert!(
-        code.is_some(),
-        "{args:?} hung: {}",
-        env.stderr_of("bounded")
-    );
-    (code, env.stderr_of("bounded"))
-}
-
 /// One line on stderr, starting `jobrun: `, exit 125, holding each needle.
 fn one_line_refusal(out: &Output, needles: &[&str]) {
     let err = stderr(out);
