@@ -49,7 +49,7 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesced-exit-cod
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake file), e.g. 0660 for a group-shared store' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s q -l quiet -d 'Do not print the line naming the holder when the job is held'
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s q -l quiet -d 'Do not print the line naming the holder when the job is held. JOBRUN_QUIET takes 1/0, true/false, yes/no or on/off'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesce -d 'Join an identical queued pass (same job, argv and working directory) instead of queueing another'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
