@@ -48,7 +48,8 @@ fn refusal(path: &Path, md: &Metadata, why: &str) -> String {
     )
 }
 
-fn in_callers_groups(gid: u32) -> bool {
+/// Whether `gid` is the caller's group or one of its supplementary groups.
+pub fn in_callers_groups(gid: u32) -> bool {
     if nix::unistd::getegid().as_raw() == gid {
         return true;
     }
@@ -132,17 +133,22 @@ pub fn denied(path: &Path) -> String {
     let mut at = Some(path);
     while let Some(p) = at {
         if let Ok(md) = std::fs::symlink_metadata(p) {
-            let what = if p == path {
-                path.display().to_string()
+            let who = user_name(nix::unistd::geteuid().as_raw());
+            let (owner, mode) = (user_name(md.uid()), md.mode() & 0o7777);
+            return if p == path {
+                format!(
+                    "permission denied: {} (owner {owner}, mode {mode:04o}) cannot be opened by \
+                     {who}",
+                    path.display()
+                )
             } else {
-                format!("{} (in directory {})", path.display(), p.display())
+                format!(
+                    "permission denied: directory {} (owner {owner}, mode {mode:04o}) cannot be \
+                     entered by {who}, so {} cannot be opened",
+                    p.display(),
+                    path.display()
+                )
             };
-            return format!(
-                "permission denied: {what} has owner {} and mode {:04o}, and {} may not use it",
-                user_name(md.uid()),
-                md.mode() & 0o7777,
-                user_name(nix::unistd::geteuid().as_raw())
-            );
         }
         at = p.parent().filter(|d| !d.as_os_str().is_empty());
     }

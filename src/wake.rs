@@ -90,9 +90,8 @@ fn usable_fifo(spec: &StoreSpec, md: &std::fs::Metadata) -> bool {
     let mode = spec.modes().0;
     let me = nix::unistd::geteuid().as_raw();
     let group_shared = mode & 0o020 != 0;
-    let owner_ok = md.uid() == me
-        || md.uid() == 0
-        || (group_shared && md.gid() == nix::unistd::getegid().as_raw());
+    let owner_ok =
+        md.uid() == me || md.uid() == 0 || (group_shared && trust::in_callers_groups(md.gid()));
     md.file_type().is_fifo() && owner_ok && md.mode() & 0o022 & !mode == 0
 }
 

@@ -211,6 +211,16 @@ fn a_store_the_caller_may_not_open_says_permission_denied() {
         assert!(!err.contains("cannot create"), "{err}");
         assert!(!err.contains("unable to open"), "{err}");
     }
+    // A directory the caller may not enter: named, with its owner and mode.
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let out = as_nobody(&env, &["status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("permission denied: directory"), "{err}");
+    assert!(
+        err.contains("mode 0700") && err.contains("cannot be entered"),
+        "{err}"
+    );
 }
 
 fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
