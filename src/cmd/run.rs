@@ -430,12 +430,12 @@ impl Pass {
         }
         let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
         // The outcome follows how the command ended: `stopped` only when it
-        // died of the terminating signal the wrapper forwarded (or of the
-        // KILL sent after it); a command that handled the signal and exited
-        // is judged by its exit code like any other.
+        // died of the terminating signal the wrapper forwarded, or of a KILL
+        // after it (the wrapper's --kill-after, stop-due's --kill-after); a
+        // command that handled the signal and exited is judged by its exit
+        // code like any other.
         let died_of_stop = ended.stopped_by.is_some()
-            && ended.signal.is_some()
-            && (ended.signal == ended.stopped_by || ended.killed);
+            && (ended.signal == ended.stopped_by || ended.signal == Some(libc::SIGKILL));
         let outcome = if died_of_stop {
             Outcome::Stopped
         } else if lost {

@@ -95,6 +95,30 @@ fn outcome_follows_how_the_command_ended() {
         let h = env.history(job);
         assert_eq!(h[0]["outcome"], *outcome, "{job}: {h:#?}");
     }
+    // A command that handles the forwarded TERM and runs on, and is then
+    // KILLed by an operator (as `stop-due --kill-after` does), was stopped.
+    let pidfile = env.path("op.pid");
+    let termed = env.path("op.termed");
+    let child = script(
+        &env,
+        "op.sh",
+        &format!(
+            "trap 'touch {1}' TERM\necho $$ > {0}.tmp && mv {0}.tmp {0}\n\
+             while :; do sleep 0.05; done",
+            pidfile.display(),
+            termed.display()
+        ),
+    );
+    let pid = env.start("op", &["run", "--kill-after", "1h", "op", "--", &child]);
+    assert!(env.wait_for_file("op.pid", Duration::from_secs(10)));
+    let child_pid = env.pid_in("op.pid");
+    kill(pid as i32, libc::SIGTERM);
+    // The command got the TERM: the wrapper has taken note of the stop.
+    assert!(env.wait_for_file("op.termed", Duration::from_secs(10)));
+    // -pgid: the command's whole group, as stop-due would.
+    kill(-child_pid, libc::SIGKILL);
+    assert_eq!(env.wait_exit(pid, Duration::from_secs(20)), Some(137));
+    assert_eq!(env.history("op")[0]["outcome"], "stopped");
 }
 
 /// A renewal stamped ahead of this host's clock, and a lease that expired:
