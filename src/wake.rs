@@ -246,6 +246,32 @@ pub fn wake_next(spec: &StoreSpec, store: &mut dyn Store, job: &str) {
     }
 }
 
+/// Remove the wake FIFO of a waiter judged dead (a ghost removed from the
+/// queue): only a FIFO that is ours to use, and only when nobody listens on
+/// it any more.
+pub fn remove_stale(spec: &StoreSpec, pass_id: &str) {
+    let Ok(dir) = dir(spec) else {
+        return;
+    };
+    let Some(path) = file_of(&dir, pass_id) else {
+        return;
+    };
+    let Ok(md) = std::fs::symlink_metadata(&path) else {
+        return;
+    };
+    if !usable_fifo(spec, &md) {
+        return;
+    }
+    // A FIFO with a reader refuses nothing: opening it succeeds. ENXIO
+    // means no reader is left.
+    match open_fifo(&path, libc::O_WRONLY) {
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            let _ = std::fs::remove_file(&path);
+        }
+        _ => {}
+    }
+}
+
 /// How many waiters not listening here a release passes over.
 const MAX_PASSED_OVER: usize = 4;
 

@@ -787,6 +787,7 @@ impl Pass {
                 _ => false,
             };
             if gone {
+                crate::wake::remove_stale(&self.spec, &w.pass_id);
                 say!(
                     "{}: removed queued pass {} of {}:{} ({})",
                     escape(&w.job),

@@ -35,8 +35,10 @@ fn duration_is_measured_from_the_command_start(env: &TestEnv) {
         .find(|p| p["waited_ms"].as_i64().unwrap_or(0) >= 1500)
         .unwrap_or_else(|| panic!("no pass waited: {h:#?}"));
     let duration = pass["duration_ms"].as_i64().unwrap();
-    assert!((100..1000).contains(&duration), "{pass:#}");
-    assert!(pass["waited_ms"].as_i64().unwrap() >= waited_at_least.min(1500));
+    let waited = pass["waited_ms"].as_i64().unwrap();
+    // The 0.1 s command's own time, however loaded the machine: not the wait.
+    assert!(duration >= 100 && duration < waited, "{pass:#}");
+    assert!(waited >= waited_at_least.min(1500), "{pass:#}");
     let out = env.run(&["history", "w"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().next().unwrap().contains("WAITED"), "{text}");

@@ -112,10 +112,10 @@ fn a_release_wakes_only_the_head(env: &TestEnv) {
 }
 
 /// A ghost at the head (SIGKILLed: its FIFO has no reader) is passed over:
-/// the next waiter is woken, and it removes the ghost.
+/// the next waiter is woken, and it removes the ghost and its FIFO.
 fn a_ghost_at_the_head_is_passed_over(env: &TestEnv) {
     let (h, mut waiters) = queue_of(env, 3);
-    let (ghost, _) = waiters.remove(0);
+    let (ghost, ghost_pass) = waiters.remove(0);
     // The others stopped first: none of them can remove the ghost before
     // the release.
     for (pid, _) in &waiters {
@@ -132,6 +132,8 @@ fn a_ghost_at_the_head_is_passed_over(env: &TestEnv) {
     assert_eq!(woken, [1, 0], "not the next live waiter: {woken:?}");
     drain(env, &waiters);
     assert!(env.path("w1.ran").exists() && env.path("w2.ran").exists());
+    // The ghost's wake FIFO went with its queue row.
+    assert!(!dir.join(format!("{ghost_pass}.wake")).exists());
 }
 
 both_stores!(
