@@ -17,7 +17,9 @@ so that no two passes of a job overlap, a pass killed without unwinding never bl
 for long, and an operator can always see who holds what and fix it safely.\n\n\
 Exit codes: the child's own code; 128+N when the child died of signal N; the conflict code \
 (-E, default 0) when the job is held or paused; 1 when an operator command could not finish; \
-125 when jobrun itself failed; 126 when the command cannot be executed; 127 when it is not found."
+125 when jobrun itself failed (also when a command other than run or pause names a store that \
+does not exist); 126 when the command cannot be executed; 127 when it is not found. An operator \
+command whose output reader went away is ended by SIGPIPE, as ls is (141 in the shell)."
 )]
 pub struct Cli {
     /// The store: a SQLite file path, or postgres://user@host/db.
@@ -27,7 +29,8 @@ pub struct Cli {
     pub db: Option<String>,
 
     /// Octal mode of the files jobrun creates for a SQLite store (the store,
-    /// holder locks, wake file), e.g. 0660 for a group-shared store.
+    /// holder locks, wake files), e.g. 0660 for a group-shared store; a mode
+    /// that lets others write is refused.
     #[arg(
         long,
         global = true,
@@ -72,9 +75,10 @@ pub struct RunArgs {
     /// characters.
     pub name: String,
 
-    /// The command and its arguments, run directly (no shell).
+    /// The command and its arguments, run directly (no shell); passed
+    /// byte for byte, UTF-8 or not.
     #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 
     /// The lease window, renewed every third of it (at least 3s).
     #[arg(
@@ -114,7 +118,9 @@ pub struct RunArgs {
     pub conflict_exit_code: i32,
 
     /// Do not print the line naming the holder when the job is held.
-    #[arg(short, long)]
+    /// JOBRUN_QUIET takes 1/0, true/false, yes/no or on/off.
+    #[arg(short, long, env = "JOBRUN_QUIET", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub quiet: bool,
 
     /// How many passes of the job may run at once; the smallest among the

@@ -13,23 +13,44 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// wall clock only, never the boot clock.
 pub const SKEW_ENV: &str = "JOBRUN_CLOCK_SKEW";
 
-/// The largest skew accepted (100 years); larger values are ignored.
+/// The largest skew accepted (100 years).
 const MAX_SKEW_MS: i64 = 100 * 31_557_600_000;
 
-/// Milliseconds to add to the wall clock (`JOBRUN_CLOCK_SKEW`).
-pub fn skew_ms() -> i64 {
-    let Ok(s) = std::env::var(SKEW_ENV) else {
-        return 0;
+/// `JOBRUN_CLOCK_SKEW` parsed: `Ok(0)` when unset, an error that shows a
+/// valid value when it is not a duration (with an optional `-`) of at most
+/// 100 years. jobrun checks it at startup (`check_skew`), so a bad value
+/// fails like any other bad duration instead of being ignored.
+pub fn parse_skew() -> Result<i64, String> {
+    let Some(raw) = std::env::var_os(SKEW_ENV) else {
+        return Ok(0);
     };
-    let (sign, body) = match s.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, s.as_str()),
+    let s = raw.to_string_lossy();
+    let (sign, body) = match s.trim().strip_prefix('-') {
+        Some(rest) => (-1, rest.to_string()),
+        None => (1, s.trim().to_string()),
     };
-    humantime::parse_duration(body)
+    humantime::parse_duration(&body)
         .ok()
         .and_then(|d| i64::try_from(d.as_millis()).ok())
         .filter(|ms| *ms <= MAX_SKEW_MS)
-        .map_or(0, |ms| sign * ms)
+        .map(|ms| sign * ms)
+        .ok_or_else(|| {
+            format!(
+                "invalid {SKEW_ENV} '{}': expected a duration of at most 100 years, with an \
+                 optional '-', like 90s, -5m or 1h 30m",
+                crate::report::escape(&s)
+            )
+        })
+}
+
+/// Refuse a bad `JOBRUN_CLOCK_SKEW` before anything is done.
+pub fn check_skew() -> anyhow::Result<()> {
+    parse_skew().map(|_| ()).map_err(anyhow::Error::msg)
+}
+
+/// Milliseconds to add to the wall clock (`JOBRUN_CLOCK_SKEW`).
+pub fn skew_ms() -> i64 {
+    parse_skew().unwrap_or(0)
 }
 
 /// This host's wall clock, in Unix milliseconds.

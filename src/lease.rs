@@ -303,9 +303,16 @@ pub struct PassRecord {
     pub slot: Option<u32>,
     pub host: String,
     pub pid: i32,
+    /// When the pass began (the wrapper started).
     pub started_at_ms: i64,
     pub ended_at_ms: i64,
+    /// How long the command ran: from its release to exec to its end; 0
+    /// when it never ran.
     pub duration_ms: i64,
+    /// How long the pass waited before its command started (taking the
+    /// slot, queueing); the whole pass when the command never ran. `None`
+    /// for passes recorded before jobrun kept it.
+    pub waited_ms: Option<i64>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub outcome: Outcome,

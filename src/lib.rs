@@ -42,6 +42,16 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    if !matches!(cli.command, Command::Run(_)) {
+        // An operator command whose reader went away (`jobrun status |
+        // head -1`) ends at once, killed by SIGPIPE as `ls` and `flock`
+        // are (the shell shows 141). The wrapper keeps SIGPIPE ignored: a
+        // lost stderr must never end a pass (see `say!`).
+        // SAFETY: restores the default disposition; no handler runs.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -82,9 +92,47 @@ fn usage_error(e: clap::Error) -> i32 {
                     first = format!("{first} {next}");
                 }
             }
-            say!("{first} (see jobrun --help)");
+            match run_without_separator(&e) {
+                Some(hint) => say!("{first}; put -- before the command: {hint}"),
+                None => say!("{first} (see jobrun --help)"),
+            }
             exit::JOBRUN_FAILED
         }
+    }
+}
+
+/// For `jobrun run foo true` (a command given without `--`): the same
+/// command line with `--` where the command starts, as a hint.
+fn run_without_separator(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(extra)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let run = args.iter().position(|a| a == "run")?;
+    if args.iter().any(|a| a == "--") || extra.starts_with('-') {
+        return None;
+    }
+    let at = run + 1 + args[run + 1..].iter().position(|a| a == extra)?;
+    let mut line = vec!["jobrun".to_string()];
+    line.extend(args[..at].iter().map(|a| shell_word(a)));
+    line.push("--".into());
+    line.extend(args[at..].iter().map(|a| shell_word(a)));
+    Some(line.join(" "))
+}
+
+/// `s` as one shell word: as it is when that is safe, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -92,6 +140,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     if let Command::Generate(g) = &cli.command {
         return cmd::generate::run(g);
     }
+    clock::check_skew()?;
     let spec = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
     match cli.command {
         Command::Run(a) => cmd::run::run(spec, settings::RunSettings::resolve(&a)?),

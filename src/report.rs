@@ -6,12 +6,15 @@
 //! `escape` before it is shown, so a row can neither forge a line of its own
 //! nor drive the operator's terminal.
 
-/// Print one line on stderr: `jobrun: <message>`.
+/// Print one line on stderr: `jobrun: <message>`. A lost stderr (a closed
+/// pipe, a full disk) loses the line and nothing else: a pass must never die,
+/// or leave its child unsupervised, because nobody reads its messages.
 #[macro_export]
 macro_rules! say {
-    ($($arg:tt)*) => {
-        eprintln!("jobrun: {}", format_args!($($arg)*))
-    };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "jobrun: {}", format_args!($($arg)*));
+    }};
 }
 
 /// Characters that reorder or hide text on screen: bidirectional overrides,
@@ -73,6 +76,31 @@ pub fn human_ms(ms: i64) -> String {
     }
 }
 
+/// An age ("renewed 4s ago"): never negative. A renewal stamped ahead of
+/// this host's clock (another host's clock runs fast) is shown as just now.
+pub fn age_ms(ms: i64) -> String {
+    human_ms(ms.max(0))
+}
+
+/// When a lease expires, as a short column: `in 4m 3s`, or `12s ago` once
+/// it has expired; never a negative figure.
+pub fn expiry_ms(expires_in_ms: i64) -> String {
+    if expires_in_ms > 0 {
+        format!("in {}", human_ms(expires_in_ms))
+    } else {
+        format!("{} ago", human_ms(-expires_in_ms))
+    }
+}
+
+/// When a lease expires, as words: `expires in 4m 3s` or `expired 12s ago`.
+pub fn expiry_words(expires_in_ms: i64) -> String {
+    if expires_in_ms > 0 {
+        format!("expires in {}", human_ms(expires_in_ms))
+    } else {
+        format!("expired {} ago", human_ms(-expires_in_ms))
+    }
+}
+
 /// A wall-clock instant in UTC, RFC 3339 to the second.
 pub fn utc_ms(ms: i64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
@@ -99,5 +127,10 @@ mod tests {
         assert_eq!(human_ms(243_000), "4m 3s");
         assert_eq!(human_ms(7_500_000), "2h 5m");
         assert_eq!(human_ms(-2000), "-2.0s");
+        assert_eq!(age_ms(-3_598_000), "0.0s");
+        assert_eq!(expiry_ms(243_000), "in 4m 3s");
+        assert_eq!(expiry_ms(-12_000), "12s ago");
+        assert_eq!(expiry_words(-12_000), "expired 12s ago");
+        assert_eq!(expiry_words(5_000), "expires in 5.0s");
     }
 }

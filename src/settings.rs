@@ -4,6 +4,7 @@
 //! what was wrong and why, so a bad cron line fails on its first run with
 //! one line an operator can act on.
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -115,6 +116,12 @@ pub fn file_mode(mode: Option<&str>) -> Result<u32> {
              files take no execute or special bits; e.g. 0660 for a group-shared store"
         );
     }
+    if m & 0o002 != 0 {
+        bail!(
+            "invalid --db-mode/JOBRUN_DB_MODE '{text}': it lets every user write the store (and \
+             its directory); share it with a group instead, e.g. 0660"
+        );
+    }
     Ok(m)
 }
 
@@ -140,9 +147,10 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
     if nix::unistd::geteuid().is_root() {
         return Ok(StoreSpec::Sqlite(PathBuf::from(DEFAULT_ROOT_DB), mode));
     }
+    // The XDG spec: a relative XDG_STATE_HOME is invalid and ignored.
     let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|s| !s.is_empty())
         .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")));
     match state {
         Some(dir) => Ok(StoreSpec::Sqlite(
@@ -153,11 +161,32 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
     }
 }
 
+/// An argument as text: UTF-8 as it is, every other byte as `\xNN`.
+pub fn arg_text(arg: &OsStr) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in arg.as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
 /// Everything `run` needs, validated.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
     pub job: String,
-    pub argv: Vec<String>,
+    /// The command, byte for byte as given.
+    pub argv: Vec<OsString>,
+    /// The command as the store keeps it (shown by status, compared by
+    /// `--coalesce`): UTF-8 as it is, each byte that is not UTF-8 as `\xNN`.
+    pub argv_text: Vec<String>,
+    /// Every argument is UTF-8: only then may the pass coalesce, so two
+    /// commands that differ in bytes the text form hides never join.
+    pub argv_exact: bool,
     pub lease: Duration,
     pub max_hold: Duration,
     pub kill_after: Duration,
@@ -200,6 +229,8 @@ impl RunSettings {
         Ok(RunSettings {
             job,
             argv: a.command.clone(),
+            argv_text: a.command.iter().map(|a| arg_text(a)).collect(),
+            argv_exact: a.command.iter().all(|a| a.to_str().is_some()),
             lease,
             max_hold,
             kill_after,
@@ -239,10 +270,20 @@ mod tests {
     }
 
     #[test]
+    fn arguments_that_are_not_utf8_show_their_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(arg_text(OsStr::new("caf\u{e9}")), "caf\u{e9}");
+        assert_eq!(arg_text(OsStr::from_bytes(b"a\xff\xe9b")), "a\\xff\\xe9b");
+    }
+
+    #[test]
     fn file_modes_keep_the_owner_and_refuse_exec_bits() {
         assert_eq!(file_mode(None).unwrap(), 0o600);
         assert_eq!(file_mode(Some("0660")).unwrap(), 0o660);
         assert!(file_mode(Some("0400")).is_err());
+        assert!(file_mode(Some("0666")).is_err());
+        assert!(file_mode(Some("0602")).is_err());
+        assert_eq!(file_mode(Some("0640")).unwrap(), 0o640);
         assert!(file_mode(Some("0700")).is_err());
         assert!(file_mode(Some("rw")).is_err());
     }

@@ -104,8 +104,8 @@ unsafe fn write_decimal(at: *mut u8, mut n: u64) {
 
 /// Where exec looks for `cmd`: itself when it names a path, else each
 /// directory of `PATH` in turn (`/usr/local/bin:/usr/bin:/bin` when unset).
-fn candidates(cmd: &str) -> Result<Vec<CString>, SpawnError> {
-    if cmd.contains('/') {
+fn candidates(cmd: &std::ffi::OsStr) -> Result<Vec<CString>, SpawnError> {
+    if cmd.as_bytes().contains(&b'/') {
         return Ok(vec![cstring(cmd.as_bytes())?]);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -142,7 +142,10 @@ impl HeldChild {
     /// Fork `argv` (run directly, found on PATH like `execvp`) with the
     /// wrapper's environment plus `env`, and hold it before exec. The held
     /// process later receives `JOBRUN_TOKEN` and `JOBRUN_SLOT`.
-    pub fn fork(argv: &[String], env: &[(&str, String)]) -> Result<HeldChild, SpawnError> {
+    pub fn fork(
+        argv: &[std::ffi::OsString],
+        env: &[(&str, String)],
+    ) -> Result<HeldChild, SpawnError> {
         let failed = |what: &str, e: io::Error| SpawnError {
             code: exit::JOBRUN_FAILED,
             message: format!("cannot start the command: {what}: {e}"),
@@ -404,10 +407,10 @@ mod tests {
     fn a_held_child_runs_nothing_until_released() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let argv = vec![
-            "sh".to_string(),
+        let argv: Vec<std::ffi::OsString> = vec![
+            "sh".into(),
             "-c".into(),
-            format!("echo $JOBRUN_TOKEN/$JOBRUN_SLOT > {}", marker.display()),
+            format!("echo $JOBRUN_TOKEN/$JOBRUN_SLOT > {}", marker.display()).into(),
         ];
         // Aborted: the command never runs, even when the held process was
         // stopped and cannot read its pipe.
@@ -427,11 +430,11 @@ mod tests {
 
     #[test]
     fn a_missing_command_is_reported_after_release() {
-        let argv = vec!["/nonexistent/jobrun-test-command".to_string()];
+        let argv = vec![std::ffi::OsString::from("/nonexistent/jobrun-test-command")];
         let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(exit::NOT_FOUND));
-        let e = child.exec_failure(&argv[0]).unwrap();
+        let e = child.exec_failure(&argv[0].to_string_lossy()).unwrap();
         assert_eq!(e.code, exit::NOT_FOUND);
     }
 }

@@ -48,7 +48,8 @@ fn refusal(path: &Path, md: &Metadata, why: &str) -> String {
     )
 }
 
-fn in_callers_groups(gid: u32) -> bool {
+/// Whether `gid` is the caller's group or one of its supplementary groups.
+pub fn in_callers_groups(gid: u32) -> bool {
     if nix::unistd::getegid().as_raw() == gid {
         return true;
     }
@@ -125,8 +126,40 @@ pub fn check_if_present(path: &Path, mode: u32) -> Result<(), String> {
     }
 }
 
+/// "permission denied", naming the owner and mode of `path`, or of the
+/// nearest directory above it that can be inspected when `path` itself
+/// cannot (a directory the caller may not enter).
+pub fn denied(path: &Path) -> String {
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if let Ok(md) = std::fs::symlink_metadata(p) {
+            let who = user_name(nix::unistd::geteuid().as_raw());
+            let (owner, mode) = (user_name(md.uid()), md.mode() & 0o7777);
+            return if p == path {
+                format!(
+                    "permission denied: {} (owner {owner}, mode {mode:04o}) cannot be opened by \
+                     {who}",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "permission denied: directory {} (owner {owner}, mode {mode:04o}) cannot be \
+                     entered by {who}, so {} cannot be opened",
+                    p.display(),
+                    path.display()
+                )
+            };
+        }
+        at = p.parent().filter(|d| !d.as_os_str().is_empty());
+    }
+    format!("permission denied: {}", path.display())
+}
+
 /// Why an `open_nofollow` failed, as one line naming the file.
 pub fn open_failure(path: &Path, e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        return denied(path);
+    }
     if e.raw_os_error() == Some(libc::ELOOP) {
         match std::fs::symlink_metadata(path) {
             Ok(md) => refusal(path, &md, "is a symbolic link"),

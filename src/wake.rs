@@ -1,49 +1,61 @@
-//! The wake file: a release on this machine touches it so that waiters
-//! queued here look again at once instead of at their next poll.
+//! Wake files: each waiter queued on this machine listens on a FIFO of its
+//! own, named by its pass id, and a pass that frees a slot writes one byte
+//! to the FIFOs of only the waiters that can now be promoted, head first
+//! (one per free slot). A waiter promoted while slots are still free wakes
+//! the next ones. Waking every waiter at every release made them all open
+//! the store at once: a queue of 200 took 4-5 times its work to drain.
+//! A FIFO costs one descriptor, where an inotify instance per waiter ran
+//! into the kernel's per-user limit (128 by default) in a long queue.
 //!
-//! It exists apart from `run` because it is a file others may plant: beside
-//! a SQLite store (in a directory a group, or anyone, may write), or for a
-//! PostgreSQL store in a directory only its user can write. It is opened
-//! without following a symlink and without blocking, and used only when it
-//! is a regular file that `trust::check` accepts. Nothing depends on it for
-//! correctness (waiters also poll with a bounded interval), so a refused
-//! wake file costs one warning line and prompt wake-ups, never a pass or a
-//! wait: a FIFO planted in its place must not hang anyone.
+//! Where they live: SQLite, `<store>.holders/<pass id>.wake`, beside the
+//! holders' lock files; PostgreSQL (not tied to a file),
+//! `$XDG_RUNTIME_DIR/jobrun-postgres.wake.d/` when that is an absolute
+//! directory owned by the caller with mode 0700, otherwise
+//! `<tmp>/jobrun-<uid>/wake.d/` in a 0700 directory jobrun creates and
+//! checks. Only waiters of the same user are woken there; others poll.
+//!
+//! They exist apart from `run` because they are files others may plant. A
+//! path is only ever made from a pass id of the right form; a wake file is
+//! opened without following a symlink and without blocking (a FIFO with no
+//! reader fails at once), and written only when it is a FIFO owned by the
+//! caller or root (or, for a group-shared store, by its group); anything
+//! else is left untouched. Nothing depends on them for correctness (waiters
+//! also poll with a bounded interval), so a refused wake file costs one
+//! warning line and prompt wake-ups, never a pass or a wait.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 
+use crate::liveness::valid_pass_id;
 use crate::say;
-use crate::store::StoreSpec;
+use crate::store::{Store, StoreSpec};
 use crate::supervise::Event;
 use crate::trust;
 
-/// Where the wake file of `spec` lives, with its directory made ready.
-///
-/// SQLite: `<store>.wake`, beside the store. PostgreSQL (not tied to a
-/// file): `$XDG_RUNTIME_DIR/jobrun-postgres.wake` when that is an absolute
-/// directory owned by the caller with mode 0700; otherwise
-/// `<tmp>/jobrun-<uid>/postgres.wake` in a 0700 directory jobrun creates and
-/// checks.
-pub fn path(spec: &StoreSpec) -> Result<PathBuf, String> {
-    match spec {
-        StoreSpec::Sqlite(p, _) => {
-            let mut s = p.as_os_str().to_owned();
-            s.push(".wake");
-            Ok(PathBuf::from(s))
-        }
-        StoreSpec::Postgres(_) => {
-            if let Some(dir) = runtime_dir() {
-                return Ok(dir.join("jobrun-postgres.wake"));
-            }
-            let uid = nix::unistd::geteuid();
-            let dir = std::env::temp_dir().join(format!("jobrun-{uid}"));
-            private_dir(&dir)?;
-            Ok(dir.join("postgres.wake"))
-        }
+/// The directory of the wake files of `spec`, made ready.
+pub fn dir(spec: &StoreSpec) -> Result<PathBuf, String> {
+    if let Some(holders) = spec.lock_dir() {
+        return Ok(holders);
     }
+    if let Some(runtime) = runtime_dir() {
+        let d = runtime.join("jobrun-postgres.wake.d");
+        private_dir(&d)?;
+        return Ok(d);
+    }
+    let uid = nix::unistd::geteuid();
+    let base = std::env::temp_dir().join(format!("jobrun-{uid}"));
+    private_dir(&base)?;
+    let d = base.join("wake.d");
+    private_dir(&d)?;
+    Ok(d)
+}
+
+/// The wake file of the waiter of pass `pass_id`: `None` unless the pass
+/// id has the form jobrun gives (it is read from the store).
+fn file_of(dir: &Path, pass_id: &str) -> Option<PathBuf> {
+    valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.wake")))
 }
 
 /// `$XDG_RUNTIME_DIR` when it is set, absolute, and a directory owned by
@@ -70,64 +82,229 @@ fn private_dir(dir: &Path) -> Result<(), String> {
     trust::check_private_dir(dir)
 }
 
-/// Open (creating if needed) the wake file and check it.
-fn open(spec: &StoreSpec, path: &Path) -> Result<File, String> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+/// Whether a wake FIFO's metadata makes it ours to use: a FIFO, owned by
+/// the caller or root (or by a member of its group when the store is
+/// group-shared), writable by no one `--db-mode` does not allow.
+fn usable_fifo(spec: &StoreSpec, md: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mode = spec.modes().0;
-    let file = trust::open_checked(path, true, mode)?;
-    // Past the umask, and only on our own file.
-    if let Ok(md) = file.metadata() {
-        if md.uid() == nix::unistd::geteuid().as_raw() && md.mode() & 0o777 != mode {
-            let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
-        }
-    }
-    Ok(file)
+    let me = nix::unistd::geteuid().as_raw();
+    let group_shared = mode & 0o020 != 0;
+    let owner_ok =
+        md.uid() == me || md.uid() == 0 || (group_shared && trust::in_callers_groups(md.gid()));
+    md.file_type().is_fifo() && owner_ok && md.mode() & 0o022 & !mode == 0
 }
 
-fn open_or_warn(spec: &StoreSpec) -> Option<(PathBuf, File)> {
-    let opened = path(spec).and_then(|p| open(spec, &p).map(|f| (p, f)));
-    match opened {
-        Ok(x) => Some(x),
-        Err(why) => {
-            say!("warning: not using the wake file (waiters here fall back to polling): {why}");
-            None
-        }
-    }
+fn open_fifo(path: &Path, flags: i32) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(flags == libc::O_RDONLY)
+        .write(flags == libc::O_WRONLY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
 }
 
-/// Touch the wake file so waiters on this machine look at once.
-pub fn wake_waiters(spec: &StoreSpec) {
-    use nix::sys::stat::futimens;
-    use nix::sys::time::TimeSpec;
-    let Some((_, file)) = open_or_warn(spec) else {
-        return;
-    };
-    // "Now" needs only write permission, not ownership: a group-shared
-    // wake file created by another member is touched too.
-    let _ = futimens(file.as_raw_fd(), &TimeSpec::UTIME_NOW, &TimeSpec::UTIME_NOW);
+/// A waiter's own wake FIFO, listened to until it is dropped; then it is
+/// removed (unless something else has taken its place) and its listening
+/// thread told to end.
+pub struct WakeWatch {
+    path: PathBuf,
+    /// Our own writing end: keeps the FIFO from reporting end-of-file
+    /// between releasers, and ends the listener.
+    keep: File,
 }
 
-/// Forward changes of the wake file to `events` as `Event::Wake`, through
-/// a thread blocked on inotify.
-pub fn watch(spec: &StoreSpec, events: Sender<Event>) {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    let Some((path, _file)) = open_or_warn(spec) else {
-        return;
-    };
-    let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC) else {
-        return;
-    };
-    let flags = AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_DONT_FOLLOW;
-    if inotify.add_watch(&path, flags).is_err() {
-        return;
-    }
-    let _ = std::thread::Builder::new()
-        .name("jobrun-wake".into())
-        .spawn(move || {
-            while inotify.read_events().is_ok() {
-                if events.send(Event::Wake).is_err() {
-                    break;
-                }
+/// The byte a releaser writes, and the one that ends the listener.
+const WAKE: u8 = b'w';
+const DONE: u8 = b'q';
+
+impl Drop for WakeWatch {
+    fn drop(&mut self) {
+        use std::io::Write;
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(ours), Ok(there)) = (self.keep.metadata(), std::fs::symlink_metadata(&self.path))
+        {
+            if ours.dev() == there.dev() && ours.ino() == there.ino() {
+                let _ = std::fs::remove_file(&self.path);
             }
-        });
+        }
+        let _ = self.keep.write_all(&[DONE]);
+    }
+}
+
+/// Create the wake FIFO of the waiter of pass `pass_id` and forward each
+/// wake-up written to it to `events` as `Event::Wake`, through a thread
+/// blocked in poll(2). `None` (after one warning line) when there is no
+/// usable wake file: the waiter then polls.
+pub fn watch(spec: &StoreSpec, pass_id: &str, events: Sender<Event>) -> Option<WakeWatch> {
+    let made = dir(spec)
+        .and_then(|d| file_of(&d, pass_id).ok_or_else(|| format!("invalid pass id {pass_id:?}")))
+        .and_then(|p| listen(spec, &p).map(|ends| (p, ends)));
+    let (path, (read, keep)) = match made {
+        Ok(x) => x,
+        Err(why) => {
+            say!("warning: not using a wake file (this waiter falls back to polling): {why}");
+            return None;
+        }
+    };
+    let guard = WakeWatch { path, keep };
+    std::thread::Builder::new()
+        .name("jobrun-wake".into())
+        .spawn(move || listen_loop(read, events))
+        .ok()?;
+    Some(guard)
+}
+
+/// Make the FIFO (never over anything already there) and open both ends.
+fn listen(spec: &StoreSpec, path: &Path) -> Result<(File, File), String> {
+    use nix::sys::stat::{fchmod, Mode};
+    let mode = spec.modes().0;
+    nix::unistd::mkfifo(path, Mode::from_bits_truncate(mode as libc::mode_t))
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let read = open_fifo(path, libc::O_RDONLY).map_err(|e| trust::open_failure(path, &e))?;
+    let keep = open_fifo(path, libc::O_WRONLY).map_err(|e| trust::open_failure(path, &e))?;
+    // Past the umask: a group-shared store's releasers write to it.
+    let _ = fchmod(
+        read.as_raw_fd(),
+        Mode::from_bits_truncate(mode as libc::mode_t),
+    );
+    Ok((read, keep))
+}
+
+fn listen_loop(read: File, events: Sender<Event>) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let mut read = read;
+    let mut buf = [0u8; 64];
+    loop {
+        let mut fds = [PollFd::new(read.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let mut woken = false;
+        loop {
+            match read.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if buf[..n].contains(&DONE) {
+                        return;
+                    }
+                    woken = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        if woken && events.send(Event::Wake).is_err() {
+            return;
+        }
+    }
+}
+
+/// Wake the waiters of `job` that can be promoted now: the first in line,
+/// one per free slot (the smallest `--slots` among holders and waiters
+/// binds, as in promotion). A waiter without a wake file here (queued on
+/// another machine, or whose file was refused) is not woken: it polls.
+pub fn wake_next(spec: &StoreSpec, store: &mut dyn Store, job: &str) {
+    let jobs = [job.to_string()];
+    let Ok(waiters) = store.waiters(&jobs) else {
+        return;
+    };
+    if waiters.is_empty() {
+        return;
+    }
+    let Ok(leases) = store.leases(&jobs) else {
+        return;
+    };
+    let slots = leases
+        .iter()
+        .map(|l| l.slots)
+        .chain(waiters.iter().map(|w| w.slots))
+        .min()
+        .unwrap_or(1) as usize;
+    let free = slots.saturating_sub(leases.len());
+    if free == 0 {
+        return;
+    }
+    let Ok(dir) = dir(spec) else {
+        return;
+    };
+    // A waiter that is not listening here (queued on another machine, or
+    // dead: a ghost) is passed over for the next, so a ghost at the head
+    // does not leave the queue to its polls; a few at most.
+    let mut woken = 0;
+    for w in waiters.iter().take(free + MAX_PASSED_OVER) {
+        if touch(spec, &dir, &w.pass_id) {
+            woken += 1;
+            if woken == free {
+                break;
+            }
+        }
+    }
+}
+
+/// Remove the wake FIFO of a waiter judged dead (a ghost removed from the
+/// queue): only a FIFO that is ours to use, and only when nobody listens on
+/// it any more.
+pub fn remove_stale(spec: &StoreSpec, pass_id: &str) {
+    let Ok(dir) = dir(spec) else {
+        return;
+    };
+    let Some(path) = file_of(&dir, pass_id) else {
+        return;
+    };
+    let Ok(md) = std::fs::symlink_metadata(&path) else {
+        return;
+    };
+    if !usable_fifo(spec, &md) {
+        return;
+    }
+    // A FIFO with a reader refuses nothing: opening it succeeds. ENXIO
+    // means no reader is left.
+    match open_fifo(&path, libc::O_WRONLY) {
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            let _ = std::fs::remove_file(&path);
+        }
+        _ => {}
+    }
+}
+
+/// How many waiters not listening here a release passes over.
+const MAX_PASSED_OVER: usize = 4;
+
+/// Wake one waiter through its FIFO, if it is here, listening, and ours
+/// to use: whether it was woken. Never blocks: a FIFO nobody reads fails
+/// to open at once, a full one already holds a wake-up.
+fn touch(spec: &StoreSpec, dir: &Path, pass_id: &str) -> bool {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = file_of(dir, pass_id) else {
+        return false;
+    };
+    // Judged before it is opened (opening a planted device could act on
+    // it), and again through the descriptor (it may have been replaced).
+    let Ok(before) = std::fs::symlink_metadata(&path) else {
+        return false;
+    };
+    if !usable_fifo(spec, &before) {
+        return false;
+    }
+    let Ok(mut fifo) = open_fifo(&path, libc::O_WRONLY) else {
+        return false;
+    };
+    match fifo.metadata() {
+        Ok(md)
+            if md.ino() == before.ino() && md.dev() == before.dev() && usable_fifo(spec, &md) =>
+        {
+            match fifo.write_all(&[WAKE]) {
+                Ok(_) => true,
+                // Full: a wake-up is already waiting to be read.
+                Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+            }
+        }
+        _ => false,
+    }
 }

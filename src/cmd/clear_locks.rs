@@ -22,7 +22,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
         .iter()
         .map(|n| job_name(n))
         .collect::<Result<Vec<_>>>()?;
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
     let would = if a.dry_run { "would " } else { "" };
     let evidence = evidence(&spec);

@@ -22,7 +22,7 @@ pub fn run(spec: StoreSpec, a: ForgetArgs) -> Result<i32> {
         .iter()
         .map(|n| job_name(n))
         .collect::<Result<Vec<_>>>()?;
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let mut code = exit::OK;
     for name in &names {
         match store.forget(name)? {

@@ -334,6 +334,9 @@ continue or term).
 .B JOBRUN_CONFLICT_EXIT_CODE
 Exit code when the job is held or paused (\fBrun \-E\fR).
 .TP
+.B JOBRUN_QUIET
+No line when the job is held or paused (\fBrun \-q\fR): 1, true, yes or on.
+.TP
 .B JOBRUN_SLOTS
 Passes of the job allowed at once (\fBrun \-\-slots\fR).
 .TP
@@ -359,8 +362,8 @@ The boot id recorded with a pass (default:
 \fBJOBRUN_CLOCK_SKEW\fR.
 .TP
 .B JOBRUN_CLOCK_SKEW
-Milliseconds added to this host's wall clock (a test seam for clocks that
-disagree).
+A duration (\fB1h\fR, \fB\-1h\fR, at most 100 years) added to this host's wall
+clock, never to its boot clock: a test seam for clocks that disagree.
 .PP
 jobrun sets these in the command's environment:
 .TP

@@ -79,7 +79,7 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
         .map(|d| settings::duration("--since", d))
         .transpose()?;
     let outcome = a.outcome.as_deref().and_then(Outcome::parse);
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let jobs: Vec<String> = store
         .jobs(name.as_slice())?
         .into_iter()
@@ -120,8 +120,8 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
     }
     println!("store: {}", spec.display());
     println!(
-        "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  PASS",
-        "STARTED", "JOB", "OUTCOME", "DURATION", "TOKEN", "EXIT"
+        "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} TOKEN",
+        "STARTED", "JOB", "OUTCOME", "WAITED", "DURATION", "EXIT", "PASS"
     );
     for p in &passes {
         let code = match (p.exit_code, p.signal) {
@@ -130,14 +130,15 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
             _ => "-".into(),
         };
         println!(
-            "{:<20} {:<24} {:<12} {:>8} {:>6} {:>5}  {}",
+            "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} {}",
             utc_ms(p.started_at_ms),
             escape(&p.job),
             p.outcome.as_str(),
+            p.waited_ms.map_or_else(|| "-".into(), human_ms),
             human_ms(p.duration_ms),
-            p.token.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
             code,
-            escape(&p.pass_id)
+            escape(&p.pass_id),
+            p.token.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
         );
     }
     println!();
@@ -176,6 +177,7 @@ mod tests {
             started_at_ms: 0,
             ended_at_ms: ms,
             duration_ms: ms,
+            waited_ms: Some(0),
             exit_code: Some(0),
             signal: None,
             outcome,

@@ -9,7 +9,7 @@
 
 use anyhow::Result;
 
-use crate::cli::{PauseArgs, ResumeArgs};
+use crate::cli::{PauseArgs, ResumeArgs, Targets};
 use crate::exit;
 use crate::lease::Pause;
 use crate::report::escape;
@@ -17,14 +17,14 @@ use crate::say;
 use crate::settings::{job_name, pause_owner};
 use crate::store::StoreSpec;
 
+/// Every name checked before any is acted on: one bad name changes nothing.
+fn names(t: &Targets) -> Result<Vec<String>> {
+    t.names.iter().map(|n| job_name(n)).collect()
+}
+
 pub fn pause(spec: StoreSpec, a: PauseArgs) -> Result<i32> {
     let owner = a.owner.as_deref().map(pause_owner).transpose()?;
-    let names = a
-        .targets
-        .names
-        .iter()
-        .map(|n| job_name(n))
-        .collect::<Result<Vec<_>>>()?;
+    let names = names(&a.targets)?;
     let by = owner
         .as_deref()
         .map(|o| format!(" by {o}"))
@@ -84,17 +84,12 @@ fn still(label: &str, p: &Pause) {
 
 pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
     let owner = a.owner.as_deref().map(pause_owner).transpose()?;
-    let names = a
-        .targets
-        .names
-        .iter()
-        .map(|n| job_name(n))
-        .collect::<Result<Vec<_>>>()?;
+    let names = names(&a.targets)?;
     let whose = owner
         .as_deref()
         .map(|o| format!(" owned by {o}"))
         .unwrap_or_else(|| " without an owner".into());
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     if a.targets.all {
         let lifted = store.resume(None, owner.as_deref())?;
         if lifted > 0 {

@@ -29,6 +29,9 @@ use crate::store::{
 };
 use crate::supervise::{self, Event};
 
+/// The longest fallback poll of a waiter that a release wakes.
+const QUIET_POLL: Duration = Duration::from_secs(5);
+
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
     let mut buf = [0u8; 6];
@@ -80,6 +83,10 @@ struct Pass {
     events: Receiver<Event>,
     sender: Sender<Event>,
     started_ms: i64,
+    /// When the pass began, and when its command was released to exec, on
+    /// the monotonic clock: the wait and the duration are measured apart.
+    started: Instant,
+    child_started: Option<Instant>,
     evidence: Evidence,
     /// The store this pass started with; losing it loses the lease.
     pin: Arc<StorePin>,
@@ -95,6 +102,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     let (sender, events) = mpsc::channel();
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
     let started_ms = now_ms();
+    let started = Instant::now();
     let mut store = spec.open()?;
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
     let evidence = evidence(&spec);
@@ -125,7 +133,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         job: settings.job.clone(),
         pass_id,
         holder,
-        argv: settings.argv.clone(),
+        argv: settings.argv_text.clone(),
         cwd: std::env::current_dir()
             .map(|d| d.to_string_lossy().into_owned())
             .unwrap_or_default(),
@@ -141,6 +149,8 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         events,
         sender,
         started_ms,
+        started,
+        child_started: None,
         evidence,
         pin,
         held: Some(held),
@@ -169,7 +179,10 @@ impl Pass {
         }
         // A dead waiter nobody queues behind would keep every later pass
         // out: judge the queue too, and look again if a ghost was removed.
-        if got == Acquire::Full && self.remove_ghosts(i64::MAX)? > 0 {
+        // (A pass that will queue judges the waiters ahead of it from the
+        // queue, a few at a time, instead of all of them on arrival.)
+        if got == Acquire::Full && self.settings.wait.is_none() && self.remove_ghosts(i64::MAX)? > 0
+        {
             let plan = self.reconcile()?;
             got = self.acquire(&plan)?;
         }
@@ -265,12 +278,12 @@ impl Pass {
             self.remove_ghosts(i64::MAX)?;
         }
         let jobs = std::slice::from_ref(&self.settings.job);
-        if self.settings.coalesce {
+        if self.settings.coalesce && self.settings.argv_exact {
             let cwd = self.req.cwd.clone();
             let queued = open(&mut self.conn, &self.spec)?.waiters(jobs)?;
             if let Some(w) = queued
                 .iter()
-                .find(|w| w.argv == self.settings.argv && w.cwd == cwd)
+                .find(|w| w.argv == self.settings.argv_text && w.cwd == cwd)
             {
                 return self.coalesced(&w.pass_id.clone());
             }
@@ -291,7 +304,7 @@ impl Pass {
                          token {} ({}){more}",
                         holder_name(l),
                         utc_ms(l.acquired_at_ms),
-                        human_ms(l.renewed_ago_ms),
+                        crate::report::age_ms(l.renewed_ago_ms),
                         l.token,
                         escape(&v.to_string())
                     )
@@ -338,6 +351,11 @@ impl Pass {
         signal: Option<i32>,
     ) -> PassRecord {
         let ended = now_ms();
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let (waited, duration) = match self.child_started {
+            Some(at) => (at.duration_since(self.started), at.elapsed()),
+            None => (self.started.elapsed(), Duration::ZERO),
+        };
         PassRecord {
             job: self.settings.job.clone(),
             pass_id: self.req.pass_id.clone(),
@@ -347,7 +365,8 @@ impl Pass {
             pid: self.req.holder.wrapper.pid,
             started_at_ms: self.started_ms,
             ended_at_ms: ended,
-            duration_ms: ended - self.started_ms,
+            duration_ms: ms(duration),
+            waited_ms: Some(ms(waited)),
             exit_code: code,
             signal,
             outcome,
@@ -387,6 +406,7 @@ impl Pass {
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
         let mut child = held.release(key.token, key.slot);
+        self.child_started = Some(Instant::now());
         let watched = supervise::watch_exit(child.id(), self.sender.clone())
             .context("cannot watch the child")
             .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
@@ -406,13 +426,20 @@ impl Pass {
             &label,
         );
         let renewer_exit = renewer.stop();
-        if let Some(e) = child.exec_failure(&self.settings.argv[0]) {
+        if let Some(e) = child.exec_failure(&self.settings.argv_text[0]) {
             say!("{}: {}", self.label(), e.message);
             self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
             return Ok(e.code);
         }
         let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
-        let outcome = if ended.stopped_by.is_some() {
+        // The outcome follows how the command ended: `stopped` only when it
+        // died of the terminating signal the wrapper forwarded, or of a KILL
+        // after it (the wrapper's --kill-after, stop-due's --kill-after); a
+        // command that handled the signal and exited is judged by its exit
+        // code like any other.
+        let died_of_stop = ended.stopped_by.is_some()
+            && (ended.signal == ended.stopped_by || ended.signal == Some(libc::SIGKILL));
+        let outcome = if died_of_stop {
             Outcome::Stopped
         } else if lost {
             Outcome::LostLease
@@ -498,7 +525,11 @@ impl Pass {
         let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
         match self.with_retries(|store| store.release(key, Some((&pass, keep)))) {
-            Ok(true) => crate::wake::wake_waiters(&self.spec),
+            Ok(true) => {
+                if let Ok(store) = open(&mut self.conn, &self.spec) {
+                    crate::wake::wake_next(&self.spec, store.as_mut(), &key.job);
+                }
+            }
             Ok(false) => say!(
                 "{} slot {}: lock was no longer ours at release (token {})",
                 key.job,
@@ -521,16 +552,19 @@ impl Pass {
             // Never coalesce into a ghost: its work would never run.
             self.remove_ghosts(i64::MAX)?;
         }
-        let id =
-            match open(&mut self.conn, &self.spec)?.enqueue(&self.req, self.settings.coalesce)? {
-                Enqueue::Coalesced(p) => return self.coalesced(&p),
-                Enqueue::Queued(id) => id,
-            };
+        // Watched before the row exists: a release in between wakes it.
+        let wake = crate::wake::watch(&self.spec, &self.req.pass_id, self.sender.clone());
+        let id = match open(&mut self.conn, &self.spec)?.enqueue(
+            &self.req,
+            self.settings.coalesce && self.settings.argv_exact,
+        )? {
+            Enqueue::Coalesced(p) => return self.coalesced(&p),
+            Enqueue::Queued(id) => id,
+        };
         let arrived = Instant::now();
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.
         let deadline = arrived.checked_add(wait);
-        crate::wake::watch(&self.spec, self.sender.clone());
         let held = Held::Waiter {
             id,
             job: self.settings.job.clone(),
@@ -542,6 +576,15 @@ impl Pass {
             arrived,
         )?;
         let mut poll = Duration::from_millis(20);
+        // The fallback poll: every release on a one-machine store wakes the
+        // waiters it lets in, so a waiter with a wake file there polls
+        // rarely (it still finds a ghost ahead of it, or a pause lifted);
+        // on a fleet store releases elsewhere wake nobody here.
+        let max_poll = if wake.is_some() && self.spec.reach() == StoreReach::OneMachine {
+            QUIET_POLL
+        } else {
+            Duration::from_secs(1)
+        };
         let mut position = 0;
         let mut paused = false;
         let mut store_failing = false;
@@ -611,15 +654,23 @@ impl Pass {
                 // A release on this machine: look again at once.
                 Ok(_) => poll = Duration::from_millis(20),
                 Err(RecvTimeoutError::Timeout) => {
-                    poll = (poll * 3 / 2).min(Duration::from_secs(1));
+                    poll = (poll * 3 / 2).min(max_poll);
                 }
                 Err(RecvTimeoutError::Disconnected) => {}
             }
         };
         renewer.stop();
+        drop(wake);
         self.drop_stale_events();
         match result {
-            Ok(key) => self.run_child(key),
+            Ok(key) => {
+                // Slots still free (several released at once, a pause
+                // lifted): the next in line can be promoted too.
+                if let Ok(store) = open(&mut self.conn, &self.spec) {
+                    crate::wake::wake_next(&self.spec, store.as_mut(), &key.job);
+                }
+                self.run_child(key)
+            }
             Err((why, outcome)) => {
                 self.held = None;
                 let _ = self.with_retries(|store| store.remove_waiter(id, false));
@@ -647,6 +698,20 @@ impl Pass {
     fn queue_step(&mut self, id: i64) -> Result<Acquire> {
         loop {
             let plan = self.reconcile()?;
+            // Reads first: a waiter that cannot be promoted yet takes no
+            // write lock (on SQLite a poller holding it while descheduled
+            // delays the release and promotion it waits for).
+            if plan.is_empty() {
+                if let Some((position, window)) = self.surely_behind(id)? {
+                    // Only a ghost among those who could be promoted now
+                    // holds anyone up; judging the whole queue at every
+                    // poll of every waiter costs a long queue dearly.
+                    if self.remove_ghosts_ahead(id, window)? == 0 {
+                        return Ok(Acquire::Behind(position));
+                    }
+                    continue;
+                }
+            }
             let got = self.promote(id, &plan)?;
             let removed = match got {
                 Acquire::Behind(_) => self.remove_ghosts(id)?,
@@ -657,6 +722,36 @@ impl Pass {
                 return Ok(got);
             }
         }
+    }
+
+    /// `Some((position, free slots))` when waiter `id` is queued behind
+    /// the free slots of an unpaused job, by reads alone (the same count as
+    /// promotion); `None` when promotion must decide.
+    fn surely_behind(&mut self, id: i64) -> Result<Option<(u32, usize)>> {
+        let jobs = std::slice::from_ref(&self.settings.job);
+        let store = open(&mut self.conn, &self.spec)?;
+        let waiters = store.waiters(jobs)?;
+        let Some(rank) = waiters.iter().position(|w| w.id == id) else {
+            return Ok(None);
+        };
+        let leases = store.leases(jobs)?;
+        let limit = leases
+            .iter()
+            .map(|l| l.slots)
+            .chain(waiters.iter().map(|w| w.slots))
+            .chain([self.settings.slots])
+            .min()
+            .unwrap_or(1)
+            .max(1) as usize;
+        let free = limit.saturating_sub(leases.len());
+        if rank < free {
+            return Ok(None);
+        }
+        let paused = store
+            .pauses()?
+            .iter()
+            .any(|p| p.job == "*" || p.job == self.settings.job);
+        Ok((!paused).then_some((rank as u32 + 1, free)))
     }
 
     /// Events left over from the wait (the waiter renewer's, wake-ups) must
@@ -676,10 +771,16 @@ impl Pass {
     /// Remove dead (or lapsed and unknown) waiters ahead of `id`. Returns how
     /// many were removed.
     fn remove_ghosts(&mut self, id: i64) -> Result<u32> {
+        self.remove_ghosts_ahead(id, usize::MAX)
+    }
+
+    /// Remove dead (or lapsed and unknown) waiters among the first
+    /// `window` (at least one) of those ahead of `id`.
+    fn remove_ghosts_ahead(&mut self, id: i64, window: usize) -> Result<u32> {
         let job = self.settings.job.clone();
         let waiters = open(&mut self.conn, &self.spec)?.waiters(std::slice::from_ref(&job))?;
         let mut removed = 0;
-        for w in waiters.iter().filter(|w| w.id < id) {
+        for w in waiters.iter().filter(|w| w.id < id).take(window.max(1)) {
             let v = self.evidence.judge_waiter(&w.holder, &w.pass_id);
             let gone = match decide_waiter(w, v.liveness) {
                 WaiterDecision::Remove { only_if_lapsed } => {
@@ -688,6 +789,7 @@ impl Pass {
                 WaiterDecision::Keep => false,
             };
             if gone {
+                crate::wake::remove_stale(&self.spec, &w.pass_id);
                 say!(
                     "{}: removed queued pass {} of {}:{} ({})",
                     escape(&w.job),

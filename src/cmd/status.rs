@@ -8,8 +8,8 @@ use crate::cli::StatusArgs;
 use crate::cmd::{evidence, judged};
 use crate::exit;
 use crate::lease::{LeaseRow, Pause, WaiterRow};
-use crate::liveness::{Liveness, Verdict};
-use crate::report::{escape, human_ms, utc_ms};
+use crate::liveness::{Evidence, Liveness, Sight, Verdict};
+use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::say;
 use crate::settings::job_name;
 use crate::store::StoreSpec;
@@ -40,6 +40,27 @@ fn pause_json(p: &Pause) -> Value {
     })
 }
 
+/// The state of a held slot as status shows it: a live wrapper on this
+/// machine that is stopped (SIGSTOP, a debugger: `T` in `/proc`, as `ps`
+/// shows it) is `stopped`, since it neither renews nor runs on.
+fn shown_state(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> &'static str {
+    let state = lease_state(l, v);
+    if state == "running" && wrapper_stopped(l, evidence) {
+        "stopped"
+    } else {
+        state
+    }
+}
+
+/// The holder's wrapper is this boot's and namespace's process with the
+/// recorded start time, and it is stopped.
+fn wrapper_stopped(l: &LeaseRow, evidence: &Evidence) -> bool {
+    let h = &l.holder;
+    evidence.sight(h) == Sight::Pids
+        && crate::liveness::stat(h.wrapper.pid)
+            .is_some_and(|s| s.start == h.wrapper.start && matches!(s.state, 'T' | 't'))
+}
+
 fn trunc(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -56,7 +77,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         .iter()
         .map(|n| job_name(n))
         .collect::<Result<Vec<_>>>()?;
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let jobs = store.jobs(&names)?;
     let unknown: Vec<&String> = names
         .iter()
@@ -85,7 +106,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
             .filter(|(w, _)| w.job == job.name)
             .collect();
         let state = if let Some((l, v)) = held.first() {
-            lease_state(l, v)
+            shown_state(l, v, &evidence)
         } else if pause.is_some() {
             "paused"
         } else if !queue.is_empty() {
@@ -100,7 +121,7 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
             "pauses": standing.iter().map(|p| pause_json(p)).collect::<Vec<_>>(),
             "slots": held.iter().map(|(l, v)| json!({
                 "slot": l.slot,
-                "state": lease_state(l, v),
+                "state": shown_state(l, v, &evidence),
                 "token": l.token,
                 "pass_id": l.pass_id,
                 "holder": {
@@ -111,7 +132,8 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
                 "verdict": {"liveness": v.liveness, "reason": v.reason},
                 "since": utc_ms(l.acquired_at_ms),
                 "held_ms": l.held_ms,
-                "renewed_ago_ms": l.renewed_ago_ms,
+                // An age is never negative (a clock ahead of ours).
+                "renewed_ago_ms": l.renewed_ago_ms.max(0),
                 "expires_in_ms": l.expires_in_ms,
                 "max_hold_ms": l.max_hold_ms,
                 "command": l.argv,
@@ -172,36 +194,34 @@ fn ms(v: &Value) -> i64 {
 }
 
 fn print_table(jobs: &[Value]) {
+    // 24+4+8+19+7+11 columns and their gaps leave 20 for LAST, the
+    // longest outcome and duration ("spawn-failed 23h 59m"): no figure is
+    // ever cut. Tokens (16 digits) are on the detail line.
     row!(
-        "{:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  LAST",
+        "{:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  LAST",
         "JOB",
         "SLOT",
         "STATE",
         "HOLDER",
         "RENEWED",
-        "EXPIRES",
-        "TOKEN"
+        "EXPIRES"
     );
     for j in jobs {
         let name = trunc(&text(&j["name"]), 24);
         let last = match &j["last"] {
             Value::Null => "-".to_string(),
-            l => trunc(
-                &format!(
-                    "{} {}",
-                    escape(l["outcome"].as_str().unwrap_or("-")),
-                    human_ms(ms(&l["duration_ms"]))
-                ),
-                18,
+            l => format!(
+                "{} {}",
+                trunc(&escape(l["outcome"].as_str().unwrap_or("-")), 12),
+                human_ms(ms(&l["duration_ms"]))
             ),
         };
         let slots = j["slots"].as_array().cloned().unwrap_or_default();
         if slots.is_empty() {
             row!(
-                "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
+                "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 "-",
                 j["state"].as_str().unwrap_or(""),
-                "-",
                 "-",
                 "-",
                 "-"
@@ -210,19 +230,23 @@ fn print_table(jobs: &[Value]) {
         for s in &slots {
             let holder = format!("{}:{}", text(&s["holder"]["host"]), s["holder"]["pid"]);
             row!(
-                "{name:<24} {:>4} {:<8} {:<20} {:>8} {:>8} {:>7}  {last}",
+                "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 s["slot"].to_string(),
                 s["state"].as_str().unwrap_or(""),
-                trunc(&holder, 20),
-                human_ms(ms(&s["renewed_ago_ms"])),
-                human_ms(ms(&s["expires_in_ms"])),
-                s["token"].to_string()
+                trunc(&holder, 19),
+                age_ms(ms(&s["renewed_ago_ms"])),
+                expiry_ms(ms(&s["expires_in_ms"]))
             );
             row!(
-                "    since {}, {}: {}",
+                "    since {}, token {}, {}",
                 s["since"].as_str().unwrap_or(""),
+                s["token"],
+                expiry_words(ms(&s["expires_in_ms"]))
+            );
+            row!(
+                "    {}: {}",
                 s["verdict"]["liveness"].as_str().unwrap_or(""),
-                trunc(&text(&s["verdict"]["reason"]), 56)
+                trunc(&text(&s["verdict"]["reason"]), 80)
             );
         }
         for p in j["pauses"].as_array().into_iter().flatten() {
@@ -249,7 +273,7 @@ fn print_table(jobs: &[Value]) {
         if len > 0 {
             row!(
                 "    queue: {len} waiting, head waited {}",
-                human_ms(ms(&q["head_waited_ms"]))
+                age_ms(ms(&q["head_waited_ms"]))
             );
             for w in q["waiters"].as_array().into_iter().flatten() {
                 row!(
@@ -257,7 +281,7 @@ fn print_table(jobs: &[Value]) {
                     w["position"],
                     text(&w["holder"]["host"]),
                     w["holder"]["pid"],
-                    human_ms(ms(&w["waited_ms"])),
+                    age_ms(ms(&w["waited_ms"])),
                     w["verdict"]["liveness"].as_str().unwrap_or(""),
                     trunc(&text(&w["verdict"]["reason"]), 40)
                 );

@@ -102,7 +102,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     if kill_after.is_some() && wait.is_none() {
         anyhow::bail!("--kill-after needs --wait: it escalates only while waiting for releases");
     }
-    let mut store = spec.open()?;
+    let mut store = spec.open_existing()?;
     let evidence = evidence(&spec);
     let mut signalled: Vec<(LeaseRow, Target)> = Vec::new();
     let mut failed = 0;

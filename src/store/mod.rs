@@ -39,6 +39,10 @@ pub enum StoreError {
     /// user's file, one writable beyond `--db-mode` (see `trust`).
     #[error("refusing the store: {0}")]
     Refused(String),
+    /// A command that only reads or acts on existing passes was pointed
+    /// at a store that does not exist: it never creates one.
+    #[error("no store at {0}: only run and pause create a store; pass --db PATH or set JOBRUN_DB to the store the passes use")]
+    Missing(String),
     #[error("store {0}: {1}")]
     Other(String, String),
 }
@@ -89,6 +93,21 @@ impl StoreSpec {
         match self {
             StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open(p, *mode)?)),
             StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open(url)?)),
+        }
+    }
+
+    /// Open a store that must already exist: every command but `run` and
+    /// `pause` (a typo in `--db` must not create an empty store and report
+    /// that nothing runs).
+    pub fn open_existing(&self) -> Result<Box<dyn Store>> {
+        match self {
+            StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open_opts(
+                p,
+                *mode,
+                sqlite::BUSY_TIMEOUT,
+                false,
+            )?)),
+            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_opts(url, false)?)),
         }
     }
 

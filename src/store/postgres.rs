@@ -109,11 +109,10 @@ INSERT INTO jobrun_store (stamp)
     VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
 "#;
 
-/// Version 3. placeholder: replaced by the history waited_ms migration at
-/// merge.
+/// Version 3: a pass's wait before its command started, apart from its
+/// duration.
 const SCHEMA_V3: &str = r#"
-CREATE TABLE IF NOT EXISTS jobrun_placeholder_v3 (x BIGINT);
-DROP TABLE jobrun_placeholder_v3;
+ALTER TABLE history ADD COLUMN waited_ms BIGINT;
 "#;
 
 /// Version 4: pauses have an owner ('' for none): a job is paused while any
@@ -303,6 +302,12 @@ pub type PgStore = SqlStore<PgBackend>;
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
+        PgStore::open_opts(url, true)
+    }
+
+    /// As `open`; with `create` false, a database without jobrun's schema
+    /// is `StoreError::Missing` and is left as it is.
+    pub fn open_opts(url: &str, create: bool) -> Result<PgStore> {
         let shown = redact(url);
         let mut config: Config = url.parse().map_err(|e| {
             StoreError::Other(
@@ -344,6 +349,9 @@ impl PgStore {
             system_id: String::new(),
             statements: HashMap::new(),
         };
+        if !create && backend.version()?.is_none() {
+            return Err(StoreError::Missing(backend.shown.clone()));
+        }
         backend.migrate()?;
         // pg_control_system() may be closed to a least-privilege role; the
         // schema's stamp alone still tells a re-created store apart.

@@ -353,8 +353,8 @@ fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, clock: &Clock) -> Result
 fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32) -> Result<()> {
     c.exec(
         "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-             duration_ms, exit_code, signal, outcome) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             duration_ms, exit_code, signal, outcome, waited_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         &[
             p.job.as_str().into(),
             p.pass_id.as_str().into(),
@@ -368,6 +368,7 @@ fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32) -> Result<()> {
             p.exit_code.into(),
             p.signal.into(),
             p.outcome.as_str().into(),
+            p.waited_ms.into(),
         ],
     )?;
     c.exec(
@@ -616,7 +617,7 @@ impl<B: Backend> Store for SqlStore<B> {
             let rows = c.query(
                 &format!(
                     "SELECT job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-                     duration_ms, exit_code, signal, outcome FROM history WHERE {} \
+                     duration_ms, exit_code, signal, outcome, waited_ms FROM history WHERE {} \
                      ORDER BY started_ms DESC, id DESC LIMIT $1",
                     conds.join(" AND ")
                 ),
@@ -637,6 +638,7 @@ impl<B: Backend> Store for SqlStore<B> {
                     exit_code: r[9].opt_int().map(|x| x as i32),
                     signal: r[10].opt_int().map(|x| x as i32),
                     outcome: Outcome::parse(&r[11].text()).unwrap_or(Outcome::Failed),
+                    waited_ms: r[12].opt_int(),
                 })
                 .collect())
         })

@@ -116,10 +116,9 @@ ALTER TABLE leases ADD COLUMN acquired_boot_ms INTEGER;
 ALTER TABLE leases ADD COLUMN renewed_boot_ms INTEGER;
 ALTER TABLE waiters ADD COLUMN renewed_boot_ms INTEGER;
 "#,
-    // placeholder: replaced by the history waited_ms migration at merge.
+    // A pass's wait before its command started, apart from its duration.
     r#"
-CREATE TABLE IF NOT EXISTS jobrun_placeholder_v3 (x INTEGER);
-DROP TABLE jobrun_placeholder_v3;
+ALTER TABLE history ADD COLUMN waited_ms INTEGER;
 "#,
     // Pauses have an owner ('' for none): a job is paused while any
     // owner's pause stands, and each owner lifts only its own.
@@ -179,12 +178,29 @@ impl SqliteStore {
 
     /// As `open`, waiting at most `busy` for another process's transaction.
     pub fn open_with(path: &Path, mode: u32, busy: Duration) -> Result<SqliteStore> {
+        SqliteStore::open_opts(path, mode, busy, true)
+    }
+
+    /// As `open_with`; with `create` false, a missing store (or directory)
+    /// is `StoreError::Missing` and nothing is created.
+    pub fn open_opts(path: &Path, mode: u32, busy: Duration, create: bool) -> Result<SqliteStore> {
         let shown = path.display().to_string();
         let other = |e: &dyn std::fmt::Display| StoreError::Other(shown.clone(), e.to_string());
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        if !create {
+            match fs::symlink_metadata(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(StoreError::Missing(shown))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    return Err(StoreError::Refused(crate::trust::denied(path)))
+                }
+                _ => {}
+            }
+        }
         if !dir.exists() {
             create_dir(&dir, mode | ((mode & 0o444) >> 2)).map_err(|e| other(&e))?;
         }
@@ -212,6 +228,9 @@ impl SqliteStore {
                 .set_permissions(fs::Permissions::from_mode(mode))
                 .map_err(|e| other(&format!("cannot set its mode: {e}")))?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(StoreError::Refused(crate::trust::denied(path)))
+            }
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
         check_files(path, mode)?;
@@ -221,7 +240,15 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
                 | OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
-        .map_err(|e| map_err(&shown, e))?;
+        .map_err(|e| match map_err(&shown, e) {
+            StoreError::Other(..) if !writable(path) => {
+                StoreError::Refused(crate::trust::denied(path))
+            }
+            StoreError::Other(..) if !writable(&dir) => {
+                StoreError::Refused(crate::trust::denied(&dir))
+            }
+            e => e,
+        })?;
         conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
         // See WAL_AUTOCHECKPOINT_PAGES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
@@ -245,6 +272,15 @@ impl SqliteStore {
         }
         Ok(SqlStore { backend })
     }
+}
+
+/// Whether the caller may read and write `path`.
+fn writable(path: &Path) -> bool {
+    nix::unistd::access(
+        path,
+        nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+    )
+    .is_ok()
 }
 
 /// Create the store's directory: missing parents as `mkdir -p` would, the

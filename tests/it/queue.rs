@@ -38,7 +38,8 @@ echo "end $i $(date +%s%3N) $JOBRUN_SLOT" >> log"#,
 /// Create the store before anything runs concurrently: these tests are
 /// about the queue, not about many processes creating one store at once.
 fn create_store(env: &TestEnv) {
-    let out = env.run(&["status"]);
+    // Only run and pause create a store.
+    let out = env.run(&["run", "store.created", "--", "true"]);
     assert!(
         out.status.success(),
         "{}",
@@ -681,10 +682,13 @@ fn status_shows_the_queue(env: &TestEnv) {
     // A dead waiter at the tail shows as dead until someone removes it.
     kill(w2 as i32, libc::SIGKILL);
     assert_eq!(env.wait_exit(w2, LONG), Some(137));
-    let j = env.job("q");
-    assert_eq!(
-        j["queue"]["waiters"][1]["verdict"]["liveness"], "dead",
-        "{j}"
+    // Its held command ends once it sees its wrapper gone (a moment later).
+    assert!(
+        wait_until(LONG, || env.job("q")["queue"]["waiters"][1]["verdict"]
+            ["liveness"]
+            == "dead"),
+        "{}",
+        env.job("q")
     );
     let out = env.run(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);

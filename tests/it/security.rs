@@ -78,19 +78,6 @@ impl Drop for TempUser {
     }
 }
 
-/// Run jobrun with extra environment, to completion within 20 s: a pass
-/// that hangs fails the test instead of hanging it.
-fn run_within(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> (Option<i32>, String) {
-    let pid = env.start_with("bounded", args, vars);
-    let code = env.wait_exit(pid, Duration::from_secs(20));
-    assert!(
-        code.is_some(),
-        "{args:?} hung: {}",
-        env.stderr_of("bounded")
-    );
-    (code, env.stderr_of("bounded"))
-}
-
 /// One line on stderr, starting `jobrun: `, exit 125, holding each needle.
 fn one_line_refusal(out: &Output, needles: &[&str]) {
     let err = stderr(out);
@@ -102,69 +89,141 @@ fn one_line_refusal(out: &Output, needles: &[&str]) {
     }
 }
 
-// ---- 1. The wake file never blocks and is never followed ----
+// ---- 1. Wake files never block and are never followed ----
 
-#[test]
-fn a_fifo_planted_as_the_wake_file_hangs_no_pass() {
-    let env = TestEnv::sqlite();
-    let wake = env.path("store.db.wake");
-    mkfifo(&wake);
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &[]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        err.contains("is a FIFO") && err.contains(&*wake.to_string_lossy()),
-        "{err}"
+/// A holder of `j` (its child held until `<tag>.done`), and one waiter
+/// queued behind it with `vars`: their pids and the waiter's pass id.
+fn waiter_behind_holder(env: &TestEnv, tag: &str, vars: &[(&str, &str)]) -> (u32, u32, String) {
+    let holder = held_child(env, tag, "");
+    let h = env.start_with(&format!("{tag}.holder"), &["run", "j", "--", &holder], vars);
+    assert!(env.wait_for_file(&format!("{tag}.ready"), Duration::from_secs(10)));
+    let ran = env.path(&format!("{tag}.waiter.ran"));
+    let touch = format!("touch {}", ran.display());
+    let w = env.start_with(
+        &format!("{tag}.waiter"),
+        &["run", "--wait", "60s", "j", "--", "sh", "-c", &touch],
+        vars,
     );
-    assert_eq!(err.lines().count(), 1, "{err}");
-}
-
-#[test]
-fn a_waiter_with_a_planted_fifo_still_polls_and_honours_term() {
-    let env = TestEnv::sqlite();
-    mkfifo(&env.path("store.db.wake"));
-    let holder = held_child(&env, "h", "");
-    env.start("holder", &["run", "j", "--", &holder]);
-    assert!(env.wait_for_file("h.ready", Duration::from_secs(10)));
-    // One waiter is stopped by TERM while queued...
-    let stopped = env.start("stopped", &["run", "--wait", "60s", "j", "--", "true"]);
     assert!(wait_until(Duration::from_secs(10), || {
         env.job("j")["queue"]["length"] == 1
     }));
+    let pass = env.job("j")["queue"]["waiters"][0]["pass_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (h, w, pass)
+}
+
+/// Release the holder: it exits at once (no planted file hangs it), and the
+/// waiter still gets the slot (by polling, when its wake file was taken).
+fn release_and_drain(env: &TestEnv, tag: &str, holder: u32, waiter: u32) {
+    fs::write(env.path(&format!("{tag}.done")), "").unwrap();
+    assert_eq!(
+        env.wait_exit(holder, Duration::from_secs(10)),
+        Some(0),
+        "the release hung: {}",
+        env.stderr_of(&format!("{tag}.holder"))
+    );
+    assert_eq!(
+        env.wait_exit(waiter, Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        env.stderr_of(&format!("{tag}.waiter"))
+    );
+    assert!(env.path(&format!("{tag}.waiter.ran")).exists());
+}
+
+fn sqlite_wake_file(env: &TestEnv, pass: &str) -> std::path::PathBuf {
+    env.path(&format!("store.db.holders/{pass}.wake"))
+}
+
+#[test]
+fn a_regular_file_planted_as_a_waiters_wake_file_is_never_written() {
+    let env = TestEnv::sqlite();
+    let (h, w, pass) = waiter_behind_holder(&env, "h", &[]);
+    let wake = sqlite_wake_file(&env, &pass);
+    assert!(is_fifo(&wake), "the waiter has no wake FIFO");
+    fs::remove_file(&wake).unwrap();
+    fs::write(&wake, "planted\n").unwrap();
+    fs::set_permissions(&wake, fs::Permissions::from_mode(0o600)).unwrap();
+    let before = fs::metadata(&wake).unwrap().modified().unwrap();
+    release_and_drain(&env, "h", h, w);
+    assert_eq!(fs::read(&wake).unwrap(), b"planted\n");
+    assert_eq!(fs::metadata(&wake).unwrap().modified().unwrap(), before);
+}
+
+fn is_fifo(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// Open a FIFO's reading end without blocking.
+fn fifo_reader(p: &std::path::Path) -> fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(p)
+        .unwrap()
+}
+
+#[test]
+fn a_waiter_whose_wake_file_is_refused_still_polls_and_honours_term() {
+    let env = TestEnv::sqlite();
+    // A waiter stopped by TERM while queued leaves no wake file behind; a
+    // waiter whose wake FIFO was replaced by one nobody reads gets the slot
+    // by polling, and the releaser does not block on it.
+    let (h, stopped, _) = waiter_behind_holder(&env, "h", &[]);
     kill(stopped as i32, libc::SIGTERM);
     assert_eq!(
         env.wait_exit(stopped, Duration::from_secs(10)),
         Some(128 + libc::SIGTERM),
         "{}",
-        env.stderr_of("stopped")
+        env.stderr_of("h.waiter")
     );
-    // ...another gets the slot once the holder releases, by polling.
-    let after = env.path("after.ran");
-    let touch = format!("touch {}", after.display());
-    let waiter = env.start(
-        "waiter",
+    // Its wake file went with it.
+    let left: Vec<_> = fs::read_dir(env.path("store.db.holders"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".wake"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let ran = env.path("after.ran");
+    let touch = format!("touch {}", ran.display());
+    let w = env.start(
+        "after",
         &["run", "--wait", "60s", "j", "--", "sh", "-c", &touch],
     );
     assert!(wait_until(Duration::from_secs(10), || {
         env.job("j")["queue"]["length"] == 1
     }));
+    let pass = env.job("j")["queue"]["waiters"][0]["pass_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wake = sqlite_wake_file(&env, &pass);
+    fs::remove_file(&wake).unwrap();
+    mkfifo(&wake);
     fs::write(env.path("h.done"), "").unwrap();
+    assert_eq!(env.wait_exit(h, Duration::from_secs(10)), Some(0));
     assert_eq!(
-        env.wait_exit(waiter, Duration::from_secs(20)),
+        env.wait_exit(w, Duration::from_secs(20)),
         Some(0),
         "{}",
-        env.stderr_of("waiter")
+        env.stderr_of("after")
     );
-    assert!(after.exists());
+    assert!(ran.exists());
 }
 
 #[test]
-fn a_symlink_planted_as_the_wake_file_is_not_followed() {
+fn a_symlink_planted_as_a_waiters_wake_file_is_not_followed() {
     let env = TestEnv::sqlite();
     let target = env.path("elsewhere");
-    symlink(&target, env.path("store.db.wake")).unwrap();
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &[]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("symbolic link"), "{err}");
+    let (h, w, pass) = waiter_behind_holder(&env, "h", &[]);
+    let wake = sqlite_wake_file(&env, &pass);
+    fs::remove_file(&wake).unwrap();
+    symlink(&target, &wake).unwrap();
+    release_and_drain(&env, "h", h, w);
     assert!(!target.exists(), "the wake file's symlink was followed");
 }
 
@@ -174,21 +233,27 @@ fn a_wake_file_of_another_user_is_not_used() {
         return;
     };
     let env = TestEnv::sqlite();
-    let wake = env.path("store.db.wake");
-    fs::write(&wake, "").unwrap();
+    let (h, w, pass) = waiter_behind_holder(&env, "h", &[]);
+    let wake = sqlite_wake_file(&env, &pass);
+    fs::remove_file(&wake).unwrap();
+    mkfifo(&wake);
     fs::set_permissions(&wake, fs::Permissions::from_mode(0o600)).unwrap();
     user.owns(&wake);
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &[]);
-    assert_eq!(code, Some(0), "{err}");
+    // Read by the test: a byte written to it would stay there.
+    let mut reader = fifo_reader(&wake);
+    release_and_drain(&env, "h", h, w);
+    let mut buf = [0u8; 8];
+    let got = std::io::Read::read(&mut reader, &mut buf);
     assert!(
-        err.contains(&user.name) && err.contains("is not owned by root"),
-        "{err}"
+        // Nothing to read: end of file (no writer has it open) or "would block".
+        matches!(&got, Ok(0))
+            || matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "another user's wake FIFO was written: {got:?}"
     );
-    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 #[test]
-fn the_postgres_wake_file_lives_where_only_its_user_writes() {
+fn the_postgres_wake_files_live_where_only_its_user_writes() {
     let env = TestEnv::postgres();
     let uid = unsafe { libc::geteuid() };
     let tmp = env.path("tmp");
@@ -199,34 +264,34 @@ fn the_postgres_wake_file_lives_where_only_its_user_writes() {
     fs::create_dir(&elsewhere).unwrap();
     symlink(&elsewhere, tmp.join(format!("jobrun-{uid}"))).unwrap();
     let vars = [("TMPDIR", tmp_s.as_str()), ("XDG_RUNTIME_DIR", "")];
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &vars);
-    assert_eq!(code, Some(0), "{err}");
+    let (h, w, _) = waiter_behind_holder(&env, "a", &vars);
+    release_and_drain(&env, "a", h, w);
+    let err = env.stderr_of("a.waiter");
     assert!(err.contains("symbolic link"), "{err}");
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
-    // Its own 0700 directory is created and used.
+    // Its own 0700 directories are created and used.
     fs::remove_file(tmp.join(format!("jobrun-{uid}"))).unwrap();
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &vars);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.is_empty(), "{err}");
+    let (h, w, pass) = waiter_behind_holder(&env, "b", &vars);
     let dir = tmp.join(format!("jobrun-{uid}"));
-    let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700);
-    assert!(dir.join("postgres.wake").is_file());
-    // A FIFO planted in it hangs nobody.
-    fs::remove_file(dir.join("postgres.wake")).unwrap();
-    mkfifo(&dir.join("postgres.wake"));
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &vars);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("is a FIFO"), "{err}");
+    for d in [dir.clone(), dir.join("wake.d")] {
+        let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+    }
+    assert!(is_fifo(&dir.join(format!("wake.d/{pass}.wake"))));
+    release_and_drain(&env, "b", h, w);
+    assert!(env.stderr_of("b.waiter").is_empty());
+    assert!(!dir.join(format!("wake.d/{pass}.wake")).exists());
     // $XDG_RUNTIME_DIR, when ours and 0700, is preferred.
     let runtime = env.path("runtime");
     fs::create_dir(&runtime).unwrap();
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
     let runtime_s = runtime.to_string_lossy().into_owned();
     let vars = [("TMPDIR", tmp_s.as_str()), ("XDG_RUNTIME_DIR", &runtime_s)];
-    let (code, err) = run_within(&env, &["run", "j", "--", "true"], &vars);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(runtime.join("jobrun-postgres.wake").is_file());
+    let (h, w, pass) = waiter_behind_holder(&env, "c", &vars);
+    assert!(is_fifo(
+        &runtime.join(format!("jobrun-postgres.wake.d/{pass}.wake"))
+    ));
+    release_and_drain(&env, "c", h, w);
 }
 
 // ---- 2. Ownership checks on the SQLite store ----
