@@ -5,8 +5,6 @@
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::supervise::OnLost;
-
 #[derive(Debug, Parser)]
 #[command(
     name = "jobrun",
@@ -67,6 +65,16 @@ pub enum Command {
     Generate(GenerateArgs),
 }
 
+/// `--on-lost`, as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnLostArg {
+    /// Keep running: single-flight is a convenience; the fencing token is
+    /// the bound.
+    Continue,
+    /// Stop the child as if the wrapper had received TERM.
+    Term,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The job: 1-200 printable characters, no whitespace at either end, no
@@ -110,7 +118,7 @@ pub struct RunArgs {
 
     /// What happens to the child when the lease is lost.
     #[arg(long, env = "JOBRUN_ON_LOST", value_enum, default_value = "continue")]
-    pub on_lost: OnLost,
+    pub on_lost: OnLostArg,
 
     /// Exit code when the job is held or paused (like flock -E).
     #[arg(short = 'E', long, env = "JOBRUN_CONFLICT_EXIT_CODE", default_value_t = 0,

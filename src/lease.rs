@@ -263,6 +263,33 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Ok,
+        Outcome::Failed,
+        Outcome::Skipped,
+        Outcome::LostLease,
+        Outcome::SpawnFailed,
+        Outcome::Killed,
+        Outcome::Stopped,
+        Outcome::Coalesced,
+        Outcome::TimedOut,
+    ];
+
+    /// The pass ran its command (whatever became of it): its duration is
+    /// how long a pass of the job takes, and counts in the summary.
+    pub fn ran_command(self) -> bool {
+        matches!(
+            self,
+            Outcome::Ok | Outcome::Failed | Outcome::LostLease | Outcome::Killed | Outcome::Stopped
+        )
+    }
+
+    /// The pass took a slot, whether or not its command could start: the
+    /// job's last outcome as status shows it.
+    pub fn took_slot(self) -> bool {
+        self.ran_command() || self == Outcome::SpawnFailed
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -460,17 +487,7 @@ mod tests {
 
     #[test]
     fn outcomes_round_trip() {
-        for o in [
-            Outcome::Ok,
-            Outcome::Failed,
-            Outcome::Skipped,
-            Outcome::LostLease,
-            Outcome::SpawnFailed,
-            Outcome::Killed,
-            Outcome::Stopped,
-            Outcome::Coalesced,
-            Outcome::TimedOut,
-        ] {
+        for o in Outcome::ALL {
             assert_eq!(Outcome::parse(o.as_str()), Some(o));
         }
     }

@@ -154,18 +154,21 @@ pub enum Group {
 /// Whether a process of group `pgid` still runs. Members that have exited
 /// but wait for a slow init to reap them count as gone.
 pub fn group(pgid: i32) -> Group {
+    // Signal 0 delivers nothing: it asks whether any member exists, without
+    // reading every process's /proc entry.
+    // SAFETY: kill(2) with signal 0.
+    let exists = unsafe { libc::kill(-pgid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    if !exists {
+        return Group::Empty;
+    }
     let scan = group_scan(pgid);
     if let Some((live, _)) = &scan {
         if !live.is_empty() {
             return Group::Runs(live.clone());
         }
     }
-    // Signal 0 delivers nothing: it asks whether any member exists.
-    // SAFETY: kill(2) with signal 0.
-    let exists = unsafe { libc::kill(-pgid, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
     match scan {
-        _ if !exists => Group::Empty,
         Some((_, true)) => Group::Empty,
         _ => Group::Hidden,
     }

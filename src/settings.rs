@@ -99,6 +99,46 @@ pub fn pause_owner(tag: &str) -> Result<String> {
     Ok(tag.to_string())
 }
 
+/// Every name an operator command was given, each checked before any is
+/// acted on: one bad name changes nothing.
+pub fn job_names(names: &[String]) -> Result<Vec<String>> {
+    names.iter().map(|n| job_name(n)).collect()
+}
+
+/// What `stop-due` was asked, validated.
+#[derive(Debug, Clone)]
+pub struct StopSettings {
+    pub names: Vec<String>,
+    pub wait: Option<Duration>,
+    pub kill_after: Option<Duration>,
+    pub dry_run: bool,
+}
+
+impl StopSettings {
+    pub fn resolve(a: &crate::cli::StopArgs) -> Result<StopSettings> {
+        let names = job_names(&a.targets.names)?;
+        let wait = a
+            .wait
+            .as_deref()
+            .map(|w| duration("--wait", w))
+            .transpose()?;
+        let kill_after = a
+            .kill_after
+            .as_deref()
+            .map(|k| duration("--kill-after", k))
+            .transpose()?;
+        if kill_after.is_some() && wait.is_none() {
+            bail!("--kill-after needs --wait: it escalates only while waiting for releases");
+        }
+        Ok(StopSettings {
+            names,
+            wait,
+            kill_after,
+            dry_run: a.dry_run,
+        })
+    }
+}
+
 /// The mode of files jobrun creates beside a SQLite store: octal, owner
 /// read and write at least, no execute bits.
 pub fn file_mode(mode: Option<&str>) -> Result<u32> {
@@ -234,7 +274,10 @@ impl RunSettings {
             lease,
             max_hold,
             kill_after,
-            on_lost: a.on_lost,
+            on_lost: match a.on_lost {
+                crate::cli::OnLostArg::Continue => OnLost::Continue,
+                crate::cli::OnLostArg::Term => OnLost::Term,
+            },
             conflict_exit_code: a.conflict_exit_code,
             quiet: a.quiet,
             slots: a.slots,

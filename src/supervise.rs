@@ -82,7 +82,7 @@ pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
 }
 
 /// What to do with the child when the lease is lost (`--on-lost`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnLost {
     /// Keep running: single-flight is a convenience; the fencing token is
     /// the bound.
@@ -109,8 +109,25 @@ impl Ended {
     }
 }
 
-fn terminating(sig: i32) -> bool {
-    sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT
+/// What a signal to the wrapper means for the pass, decided here once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalKind {
+    /// Stop the pass (TERM, INT, HUP, QUIT): forwarded to the command's
+    /// group; before the command runs, it is never started.
+    Stop {
+        /// KILL the group `--kill-after` later (TERM and INT).
+        grace: bool,
+    },
+    /// Forwarded and nothing more (USR1, USR2).
+    ForwardOnly,
+}
+
+pub fn classify(sig: i32) -> SignalKind {
+    match sig {
+        SIGTERM | SIGINT => SignalKind::Stop { grace: true },
+        SIGHUP | SIGQUIT => SignalKind::Stop { grace: false },
+        _ => SignalKind::ForwardOnly,
+    }
 }
 
 fn signal_group(pgid: Pid, sig: i32) {
@@ -159,9 +176,9 @@ pub fn supervise(
         match event {
             Event::Signal(sig) => {
                 signal_group(pgid, sig);
-                if terminating(sig) {
+                if let SignalKind::Stop { grace } = classify(sig) {
                     stopped_by.get_or_insert(sig);
-                    if sig == SIGTERM || sig == SIGINT {
+                    if grace {
                         start_grace(&mut kill_at);
                     }
                 }
@@ -215,4 +232,23 @@ fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
 /// period and draw a needless KILL).
 fn group_runs(pgid: Pid) -> bool {
     crate::liveness::group(pgid.as_raw()) != crate::liveness::Group::Empty
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_classified_once() {
+        assert_eq!(classify(SIGTERM), SignalKind::Stop { grace: true });
+        assert_eq!(classify(SIGINT), SignalKind::Stop { grace: true });
+        assert_eq!(classify(SIGHUP), SignalKind::Stop { grace: false });
+        assert_eq!(classify(SIGQUIT), SignalKind::Stop { grace: false });
+        assert_eq!(classify(SIGUSR1), SignalKind::ForwardOnly);
+        assert_eq!(classify(SIGUSR2), SignalKind::ForwardOnly);
+        // Every forwarded signal has a meaning.
+        assert!(FORWARDED
+            .iter()
+            .all(|s| classify(*s) != SignalKind::ForwardOnly || [SIGUSR1, SIGUSR2].contains(s)));
+    }
 }

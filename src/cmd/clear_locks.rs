@@ -12,16 +12,11 @@ use crate::lease::{decide, decide_waiter, Decision, FreeReason, WaiterDecision};
 use crate::liveness::{remove_stale_lock, Liveness};
 use crate::report::escape;
 use crate::say;
-use crate::settings::job_name;
+use crate::settings::job_names;
 use crate::store::StoreSpec;
 
 pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
-    let names = a
-        .targets
-        .names
-        .iter()
-        .map(|n| job_name(n))
-        .collect::<Result<Vec<_>>>()?;
+    let names = job_names(&a.targets.names)?;
     let mut store = spec.open_existing()?;
     let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
     let would = if a.dry_run { "would " } else { "" };

@@ -28,13 +28,6 @@ pub struct Summary {
     pub outcomes: BTreeMap<String, usize>,
 }
 
-fn ran(o: Outcome) -> bool {
-    !matches!(
-        o,
-        Outcome::Skipped | Outcome::Coalesced | Outcome::TimedOut | Outcome::SpawnFailed
-    )
-}
-
 /// Nearest-rank percentile of sorted values.
 fn percentile(sorted: &[i64], p: usize) -> i64 {
     if sorted.is_empty() {
@@ -47,7 +40,7 @@ fn percentile(sorted: &[i64], p: usize) -> i64 {
 pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
     let mut durations: Vec<i64> = passes
         .iter()
-        .filter(|p| ran(p.outcome))
+        .filter(|p| p.outcome.ran_command())
         .map(|p| p.duration_ms)
         .collect();
     durations.sort_unstable();

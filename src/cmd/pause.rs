@@ -9,22 +9,17 @@
 
 use anyhow::Result;
 
-use crate::cli::{PauseArgs, ResumeArgs, Targets};
+use crate::cli::{PauseArgs, ResumeArgs};
 use crate::exit;
 use crate::lease::Pause;
 use crate::report::escape;
 use crate::say;
-use crate::settings::{job_name, pause_owner};
+use crate::settings::{job_names, pause_owner};
 use crate::store::StoreSpec;
-
-/// Every name checked before any is acted on: one bad name changes nothing.
-fn names(t: &Targets) -> Result<Vec<String>> {
-    t.names.iter().map(|n| job_name(n)).collect()
-}
 
 pub fn pause(spec: StoreSpec, a: PauseArgs) -> Result<i32> {
     let owner = a.owner.as_deref().map(pause_owner).transpose()?;
-    let names = names(&a.targets)?;
+    let names = job_names(&a.targets.names)?;
     let by = owner
         .as_deref()
         .map(|o| format!(" by {o}"))
@@ -84,7 +79,7 @@ fn still(label: &str, p: &Pause) {
 
 pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
     let owner = a.owner.as_deref().map(pause_owner).transpose()?;
-    let names = names(&a.targets)?;
+    let names = job_names(&a.targets.names)?;
     let whose = owner
         .as_deref()
         .map(|o| format!(" owned by {o}"))

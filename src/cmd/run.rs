@@ -27,7 +27,7 @@ use crate::spawn::HeldChild;
 use crate::store::{
     Acquire, AcquireRequest, Attempt, Enqueue, PauseInfo, Store, StoreError, StorePin, StoreSpec,
 };
-use crate::supervise::{self, Event};
+use crate::supervise::{self, classify, Event, SignalKind};
 
 /// The longest fallback poll of a waiter that a release wakes.
 const QUIET_POLL: Duration = Duration::from_secs(5);
@@ -378,7 +378,7 @@ impl Pass {
         let mut stop = None;
         while let Ok(e) = self.events.try_recv() {
             if let Event::Signal(s) = e {
-                if s != libc::SIGUSR1 && s != libc::SIGUSR2 {
+                if let SignalKind::Stop { .. } = classify(s) {
                     stop.get_or_insert(s);
                 }
             }
@@ -642,7 +642,7 @@ impl Pass {
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
             match self.events.recv_timeout(poll.min(left)) {
-                Ok(Event::Signal(s)) if s != libc::SIGUSR1 && s != libc::SIGUSR2 => {
+                Ok(Event::Signal(s)) if classify(s) != SignalKind::ForwardOnly => {
                     self.held = None;
                     renewer.stop();
                     let _ = self.with_retries(|store| store.remove_waiter(id, false));

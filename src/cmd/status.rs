@@ -11,7 +11,7 @@ use crate::lease::{LeaseRow, Pause, WaiterRow};
 use crate::liveness::{Evidence, Liveness, Sight, Verdict};
 use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::say;
-use crate::settings::job_name;
+use crate::settings::job_names;
 use crate::store::StoreSpec;
 
 /// The state of one held slot, from its verdict and lease.
@@ -72,11 +72,7 @@ fn trunc(s: &str, n: usize) -> String {
 }
 
 pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
-    let names = a
-        .names
-        .iter()
-        .map(|n| job_name(n))
-        .collect::<Result<Vec<_>>>()?;
+    let names = job_names(&a.names)?;
     let mut store = spec.open_existing()?;
     let jobs = store.jobs(&names)?;
     let unknown: Vec<&String> = names

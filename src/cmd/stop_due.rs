@@ -18,7 +18,7 @@ use crate::liveness::{
 };
 use crate::report::escape;
 use crate::say;
-use crate::settings::{duration, job_name};
+use crate::settings::StopSettings;
 use crate::store::StoreSpec;
 
 /// What stop-due signals for a pass it can verify.
@@ -83,25 +83,12 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
 }
 
 pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
-    let names = a
-        .targets
-        .names
-        .iter()
-        .map(|n| job_name(n))
-        .collect::<Result<Vec<_>>>()?;
-    let wait = a
-        .wait
-        .as_deref()
-        .map(|w| duration("--wait", w))
-        .transpose()?;
-    let kill_after = a
-        .kill_after
-        .as_deref()
-        .map(|k| duration("--kill-after", k))
-        .transpose()?;
-    if kill_after.is_some() && wait.is_none() {
-        anyhow::bail!("--kill-after needs --wait: it escalates only while waiting for releases");
-    }
+    let StopSettings {
+        names,
+        wait,
+        kill_after,
+        dry_run,
+    } = StopSettings::resolve(&a)?;
     let mut store = spec.open_existing()?;
     let evidence = evidence(&spec);
     let mut signalled: Vec<(LeaseRow, Target)> = Vec::new();
@@ -115,13 +102,9 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             holder_name(&l)
         );
         match target(&l, &evidence) {
-            Ok(t) => match t.signal(libc::SIGTERM, a.dry_run) {
+            Ok(t) => match t.signal(libc::SIGTERM, dry_run) {
                 Ok(what) => {
-                    let verb = if a.dry_run {
-                        "would signal"
-                    } else {
-                        "signalled"
-                    };
+                    let verb = if dry_run { "would signal" } else { "signalled" };
                     println!("{head}: {verb} {what} (TERM)");
                     signalled.push((l, t));
                 }
@@ -136,7 +119,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             Err(why) => println!("{head}: not signalled: {why}"),
         }
     }
-    if a.dry_run {
+    if dry_run {
         println!("would signal {} in-flight job process(es)", signalled.len());
         return Ok(exit::OK);
     }

@@ -568,12 +568,19 @@ impl<B: Backend> Store for SqlStore<B> {
             let clock = c.clock()?;
             let now = clock.now_ms;
             let (filter, params) = job_filter("j.name", jobs, 1);
+            // The last pass that took a slot (`Outcome::took_slot`).
+            let took_slot: Vec<String> = Outcome::ALL
+                .iter()
+                .filter(|o| o.took_slot())
+                .map(|o| format!("'{}'", o.as_str()))
+                .collect();
             let rows = c.query(
                 &format!(
                     "SELECT j.name, h.outcome, h.duration_ms, h.ended_ms FROM jobs j \
                      LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
-                       WHERE job = j.name AND outcome NOT IN ('skipped', 'coalesced', 'timed-out')) \
-                     WHERE {filter} ORDER BY j.name"
+                       WHERE job = j.name AND outcome IN ({})) \
+                     WHERE {filter} ORDER BY j.name",
+                    took_slot.join(", ")
                 ),
                 &params,
             )?;

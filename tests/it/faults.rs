@@ -305,7 +305,8 @@ fn kill_torture_never_overlaps(env: &TestEnv) {
         found.lines().count()
     );
     assert_eq!(found, "", "two passes of the job ran at once");
-    assert!(done >= 10, "only {done} passes completed in {run_for:?}");
+    // About 40 on an idle 2-core machine; a loaded one completes fewer.
+    assert!(done >= 3, "only {done} passes completed in {run_for:?}");
     // The job is not left stuck: a pass runs once what is left has ended.
     assert!(
         wait_until(START, || env
