@@ -301,7 +301,7 @@ impl Evidence {
             Sight::OtherHost => {
                 return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host))
             }
-            Sight::Pids => return judge_by_pids(holder, pass_id, lock.as_deref()),
+            Sight::Pids => return judge_by_pids(self, holder, pass_id),
             Sight::OtherNamespace => {}
         }
         // Same kernel, another PID namespace (a container): the pids mean
@@ -337,8 +337,7 @@ impl Evidence {
     pub fn judge_waiter(&self, holder: &Holder, pass_id: &str) -> Verdict {
         if self.sight(holder) == Sight::Pids {
             if let ProcState::Running = read_proc(holder.wrapper) {
-                let lock = self.lock_of(pass_id);
-                if let Verified::No(why) = verify_wrapper(holder.wrapper.pid, lock.as_deref()) {
+                if let Verified::No(why) = self.verify_wrapper(holder, pass_id) {
                     return Verdict::new(Liveness::Dead, format!("ghost: wrapper {why}"));
                 }
             }
@@ -410,6 +409,9 @@ fn proc_liveness(p: Proc, state: &ProcState) -> (Liveness, String) {
 pub enum Verified {
     /// It is: the reason says how this was checked.
     Yes(String),
+    /// Very likely (a fleet store's wrapper whose command is still held):
+    /// evidence of life, never a reason to signal.
+    Likely(String),
     /// It is not: the row names another process (a forged or stale row).
     No(String),
     /// This process cannot tell (another user's process, /proc hidden).
@@ -464,46 +466,79 @@ fn flock_holders(path: &Path) -> Option<Vec<i32>> {
     )
 }
 
-/// Whether running process `pid` is the wrapper of the pass whose kernel
-/// lock is `lock` (one-machine stores), or at least a jobrun process
-/// (stores without lock files).
-pub fn verify_wrapper(pid: i32, lock: Option<&Path>) -> Verified {
-    if let Some(lock) = lock {
-        // Every wrapper of a one-machine store holds its pass's lock for
-        // its whole life: a process that does not is not that wrapper.
-        if probe_lock(lock) != LockProbe::Held {
-            return Verified::No(format!("pid {pid} does not hold the pass's lock"));
+impl Evidence {
+    /// Whether the recorded wrapper (a running process) is the wrapper of
+    /// pass `pass_id`, and not merely some process, or another pass's
+    /// jobrun.
+    ///
+    /// On a one-machine store every wrapper holds its pass's kernel lock
+    /// for its whole life: the pid must be seen holding it in /proc/locks.
+    /// On a fleet store (no lock files here) the wrapper must run jobrun and
+    /// its recorded command must be its child carrying the pass's id; a
+    /// command still held before exec (a queued pass) makes it `Likely`:
+    /// enough to keep a slot, never enough to signal.
+    pub fn verify_wrapper(&self, holder: &Holder, pass_id: &str) -> Verified {
+        let pid = holder.wrapper.pid;
+        if read_proc(holder.wrapper) != ProcState::Running {
+            return Verified::No(format!("pid {pid} is not the recorded running process"));
         }
-        // /proc/locks is read in pieces, and a lock taken or dropped by
-        // another process meanwhile can hide an entry: look again before
-        // saying no.
-        for _ in 0..3 {
-            if flock_holders(lock).is_some_and(|h| h.contains(&pid)) {
-                return Verified::Yes(format!("pid {pid} is running and holds the pass's lock"));
+        if self.lock_dir.is_some() {
+            let Some(lock) = self.lock_of(pass_id) else {
+                return Verified::No("its pass id names no lock of this store".into());
+            };
+            if probe_lock(&lock) != LockProbe::Held {
+                return Verified::No(format!("pid {pid} does not hold the pass's lock"));
+            }
+            // /proc/locks is read in pieces, and a lock taken or dropped by
+            // another process meanwhile can hide an entry: look again.
+            for _ in 0..3 {
+                if flock_holders(&lock).is_some_and(|h| h.contains(&pid)) {
+                    return Verified::Yes(format!(
+                        "pid {pid} is running and holds the pass's lock"
+                    ));
+                }
+            }
+            return Verified::Cannot(format!(
+                "the pass's lock is held, but not seen held by pid {pid}"
+            ));
+        }
+        match runs_jobrun(pid) {
+            Some(true) => {}
+            Some(false) => return Verified::No(format!("pid {pid} is not a jobrun process")),
+            None => return Verified::Cannot(format!("pid {pid} cannot be inspected")),
+        }
+        let Some(child) = holder.child else {
+            return Verified::Cannot(format!("pid {pid} runs jobrun; no command is recorded"));
+        };
+        match stat(child.pid) {
+            Some(s) if s.start == child.start && s.ppid == pid && !s.exited() => {}
+            _ => {
+                return Verified::No(format!(
+                    "pid {pid} runs jobrun, but the recorded command is not its running child"
+                ))
             }
         }
-        // Held, but not seen held by `pid`: judge by the executable.
-    }
-    match runs_jobrun(pid) {
-        Some(true) => Verified::Yes(format!("pid {pid} is running jobrun")),
-        Some(false) => Verified::No(format!("pid {pid} is not a jobrun process")),
-        None => Verified::Cannot(format!("pid {pid} cannot be inspected")),
+        match verify_member(child.pid, pass_id) {
+            Verified::Yes(_) => Verified::Yes(format!(
+                "pid {pid} is running jobrun for this pass (its command carries the pass's id)"
+            )),
+            Verified::No(_) if runs_jobrun(child.pid) == Some(true) => Verified::Likely(format!(
+                "pid {pid} is running jobrun; its command is held before exec"
+            )),
+            other => other,
+        }
     }
 }
 
 /// Whether running process `pid` belongs to pass `pass_id`: the command and
-/// what it starts carry `JOBRUN_PASS` in their environment; a command not
-/// yet released to exec is still a jobrun process.
+/// what it starts carry `JOBRUN_PASS` in their environment.
 pub fn verify_member(pid: i32, pass_id: &str) -> Verified {
     let mark = format!("JOBRUN_PASS={pass_id}");
     match fs::read(format!("/proc/{pid}/environ")) {
         Ok(env) if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) => {
             Verified::Yes(format!("pid {pid} carries the pass's id"))
         }
-        Ok(_) if runs_jobrun(pid) == Some(true) => {
-            Verified::Yes(format!("pid {pid} is held before exec"))
-        }
-        Ok(_) => Verified::No(format!("pid {pid} is not of pass {pass_id}")),
+        Ok(_) => Verified::No(format!("pid {pid} is not of this pass")),
         Err(_) => Verified::Cannot(format!("pid {pid} cannot be inspected")),
     }
 }
@@ -518,18 +553,22 @@ fn pass_members(pgid: i32, pass_id: &str, members: &[i32]) -> (Vec<i32>, bool) {
         match verify_member(m, pass_id) {
             Verified::Yes(_) => ours.push(m),
             Verified::No(_) => {}
-            Verified::Cannot(_) => unsure = true,
+            Verified::Likely(_) | Verified::Cannot(_) => unsure = true,
         }
     }
     (ours, unsure)
 }
 
-fn judge_by_pids(holder: &Holder, pass_id: &str, lock: Option<&Path>) -> Verdict {
+fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str) -> Verdict {
+    let lock = evidence.lock_of(pass_id);
+    let lock = lock.as_deref();
     let w = holder.wrapper;
     let state = read_proc(w);
     let (wrapper, wrapper_reason) = match &state {
-        ProcState::Running => match verify_wrapper(w.pid, lock) {
-            Verified::Yes(why) => return Verdict::new(Liveness::Alive, why),
+        ProcState::Running => match evidence.verify_wrapper(holder, pass_id) {
+            Verified::Yes(why) | Verified::Likely(why) => {
+                return Verdict::new(Liveness::Alive, why)
+            }
             // A live process that is not this pass's wrapper: the row does
             // not say who holds the slot.
             Verified::No(why) => (Liveness::Unknown, format!("wrapper {why}")),
@@ -556,7 +595,9 @@ fn judge_by_pids(holder: &Holder, pass_id: &str, lock: Option<&Path>) -> Verdict
                     w.pid, child.pid
                 ))
             }
-            Verified::No(why) | Verified::Cannot(why) => (Liveness::Unknown, why),
+            Verified::No(why) | Verified::Likely(why) | Verified::Cannot(why) => {
+                (Liveness::Unknown, why)
+            }
         },
         other => proc_liveness(child, other),
     };

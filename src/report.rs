@@ -101,15 +101,32 @@ pub fn expiry_words(expires_in_ms: i64) -> String {
     }
 }
 
-/// A wall-clock instant in UTC, RFC 3339 to the second.
+/// A wall-clock instant in UTC, RFC 3339 to the second. An instant RFC 3339
+/// cannot write (before 1970, from year 10000 on: a forged or broken row)
+/// is shown as its raw milliseconds, never a panic.
 pub fn utc_ms(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
+    use std::fmt::Write;
+    let t = u64::try_from(ms)
+        .ok()
+        .and_then(|ms| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms)));
+    let mut out = String::new();
+    match t {
+        Some(t) if write!(out, "{}", humantime::format_rfc3339_seconds(t)).is_ok() => out,
+        _ => format!("@{ms}ms"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_rfc3339_cannot_write_are_shown_raw() {
+        assert_eq!(utc_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_ms(300_000_000_000_000), "@300000000000000ms");
+        assert_eq!(utc_ms(-5), "@-5ms");
+        assert_eq!(utc_ms(i64::MAX), format!("@{}ms", i64::MAX));
+    }
 
     #[test]
     fn store_text_is_shown_as_one_visible_line() {

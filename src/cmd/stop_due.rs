@@ -13,8 +13,7 @@ use crate::cmd::{evidence, holder_name};
 use crate::exit;
 use crate::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
 use crate::liveness::{
-    signal_group_verified, signal_verified, stat, verify_wrapper, Evidence, Members, NotSignalled,
-    Sight, Verified,
+    signal_group_verified, signal_verified, stat, Evidence, Members, NotSignalled, Sight, Verified,
 };
 use crate::report::escape;
 use crate::say;
@@ -64,14 +63,12 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
         }
     }
     // Only a process verified as this pass's wrapper (it holds the pass's
-    // kernel lock, or runs jobrun) is signalled; a row is not proof.
+    // kernel lock; on a fleet store, it runs jobrun and its command carries
+    // the pass's id) is signalled; a row is not proof.
     let wrapper_err = match signal_verified(l.holder.wrapper, 0, true) {
-        Ok(()) => match verify_wrapper(
-            l.holder.wrapper.pid,
-            evidence.lock_of(&l.pass_id).as_deref(),
-        ) {
+        Ok(()) => match evidence.verify_wrapper(&l.holder, &l.pass_id) {
             Verified::Yes(_) => return Ok(Target::Wrapper(l.holder.wrapper)),
-            Verified::No(why) | Verified::Cannot(why) => why,
+            Verified::No(why) | Verified::Likely(why) | Verified::Cannot(why) => why,
         },
         Err(e) => format!("wrapper pid {}: {e}", l.holder.wrapper.pid),
     };
@@ -204,10 +201,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                         Some(s)
                             if s.ppid == l.holder.wrapper.pid
                                 && matches!(
-                                    verify_wrapper(
-                                        l.holder.wrapper.pid,
-                                        evidence.lock_of(&l.pass_id).as_deref()
-                                    ),
+                                    evidence.verify_wrapper(&l.holder, &l.pass_id),
                                     Verified::Yes(_)
                                 ) =>
                         {

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::both_stores;
 use crate::env::{alive, wait_until, Kind, TestEnv};
-use crate::evidence::{store_exec, text};
+use crate::evidence::{start_pass, store_exec, text};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -194,6 +194,94 @@ fn forged_rows_make_jobrun_signal_and_unlink_nothing(env: &TestEnv) {
     }
 }
 
+/// Rows naming the wrapper and command of another, real pass (under a
+/// pass id that is not theirs, or none jobrun could make), or naming that
+/// wrapper as the command of a dead holder: stop-due, even with its KILL,
+/// signals none of them, and the real pass runs on undisturbed.
+fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
+    let victim = start_pass(env, "victim", "victim", "60s", &[]);
+    let start = |pid: i32| (pid, start_of(pid));
+    let (w, c) = (start(victim.wrapper as i32), start(victim.child));
+    forge_lease(env, "forged-invalid", "notapassid", w, Some(c), 60_000);
+    forge_lease(env, "forged-other", "0000000000f6", w, Some(c), 60_000);
+    forge_lease(
+        env,
+        "forged-dead",
+        "0000000000f4",
+        (4_194_000, 1),
+        Some(w),
+        60_000,
+    );
+    for job in ["forged-invalid", "forged-other", "forged-dead"] {
+        let s = env.job(job)["slots"][0].clone();
+        assert_ne!(s["verdict"]["liveness"], "alive", "{job}: {s}");
+    }
+    let out = env.run(&[
+        "stop-due",
+        "forged-invalid",
+        "forged-other",
+        "forged-dead",
+        "--kill-after",
+        "1s",
+        "--wait",
+        "2s",
+    ]);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(said.contains("signaled 0 in-flight"), "{said}");
+    assert!(!said.contains("sent KILL"), "{said}");
+    assert!(
+        alive(w.0) && alive(c.0),
+        "the real pass was signalled: {said}"
+    );
+    assert!(!env.path("victim.termed").exists(), "{said}");
+    assert_eq!(env.job("victim")["slots"][0]["state"], "running");
+    fs::write(env.path("victim.stop"), "").unwrap();
+    assert_eq!(env.wait_exit(victim.wrapper, BOUND), Some(0));
+}
+
+/// A row whose instants no calendar can write (year 10000 and on) is shown
+/// raw: status and a skipping run never panic on it.
+fn instants_past_year_9999_are_shown_raw(env: &TestEnv) {
+    assert_eq!(
+        env.run(&["run", "setup", "--", "true"]).status.code(),
+        Some(0)
+    );
+    let stranger = Stranger::start(env);
+    forge_lease(
+        env,
+        "future",
+        "0000000000f9",
+        (stranger.pid, stranger.start),
+        None,
+        60_000,
+    );
+    store_exec(
+        env,
+        "UPDATE leases SET acquired_ms = 300000000000000 WHERE job = 'future'",
+    );
+    for args in [
+        &["status"][..],
+        &["status", "--json"][..],
+        &["run", "-E", "75", "future", "--", "true"][..],
+    ] {
+        let out = env.run(args);
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(75),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!shown.contains("panicked"), "{args:?}: {shown}");
+    }
+    let out = env.run(&["status", "future"]);
+    assert!(
+        text(&out.stdout).contains("@300000000000000ms"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 /// A queue row naming pid 1 (or any process that is not a jobrun wrapper)
 /// is a ghost: it blocks nothing, and clear-locks removes it.
 fn a_forged_waiter_naming_pid_1_is_a_ghost(env: &TestEnv) {
@@ -258,5 +346,7 @@ fn a_fifo_where_a_lock_file_would_be_hangs_nothing() {
 
 both_stores!(
     forged_rows_make_jobrun_signal_and_unlink_nothing,
+    rows_naming_another_pass_signal_nothing,
+    instants_past_year_9999_are_shown_raw,
     a_forged_waiter_naming_pid_1_is_a_ghost,
 );
