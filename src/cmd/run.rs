@@ -26,6 +26,11 @@ use crate::store::{
 };
 use crate::supervise::{self, Event};
 
+/// How long a waiter that hears releases (PostgreSQL's LISTEN) sleeps
+/// between polls at most: the polls only catch what sends no notification
+/// (a holder that died or whose lease lapsed).
+const LISTENING_POLL: Duration = Duration::from_secs(5);
+
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
     let mut buf = [0u8; 6];
@@ -528,6 +533,14 @@ impl Pass {
         // deadline at all.
         let deadline = arrived.checked_add(wait);
         crate::wake::watch(&self.spec, self.sender.clone());
+        // On PostgreSQL, releases on any host wake this waiter: it then
+        // polls rarely, holding only the listening connection in between.
+        let listener = crate::notify::listen(&self.spec, &self.settings.job, self.sender.clone());
+        let max_poll = if listener.is_some() {
+            LISTENING_POLL
+        } else {
+            Duration::from_secs(1)
+        };
         let held = Held::Waiter {
             id,
             job: self.settings.job.clone(),
@@ -595,6 +608,9 @@ impl Pass {
                 break Err((why, Outcome::TimedOut));
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
+            if listener.is_some() && poll >= Duration::from_secs(1) {
+                self.conn = None;
+            }
             match self.events.recv_timeout(poll.min(left)) {
                 Ok(Event::Signal(s)) if s != libc::SIGUSR1 && s != libc::SIGUSR2 => {
                     self.held = None;
@@ -608,12 +624,13 @@ impl Pass {
                 // A release on this machine: look again at once.
                 Ok(_) => poll = Duration::from_millis(20),
                 Err(RecvTimeoutError::Timeout) => {
-                    poll = (poll * 3 / 2).min(Duration::from_secs(1));
+                    poll = (poll * 3 / 2).min(max_poll);
                 }
                 Err(RecvTimeoutError::Disconnected) => {}
             }
         };
         renewer.stop();
+        drop(listener);
         self.drop_stale_events();
         match result {
             Ok(key) => self.run_child(key),

@@ -6,6 +6,7 @@ mod badinput;
 mod env;
 mod evidence;
 mod faults;
+mod fleet;
 mod forged;
 mod generated;
 mod lease;
