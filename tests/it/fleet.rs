@@ -348,3 +348,116 @@ fn a_release_wakes_a_waiter_on_another_host_at_once() {
         "the waiter on another host started {took:?} after the release"
     );
 }
+
+/// A PgBouncer in transaction mode in front of `server`, with a pool of two
+/// server connections, so transactions of different passes share them.
+fn bouncer_for(server: &OwnServer) -> String {
+    let out = std::process::Command::new(format!(
+        "{}/scripts/pg-test-server",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .args(["bouncer", &server.dir])
+    .env("PGBOUNCER_POOL", "2")
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.trim()
+        .strip_prefix("export JOBRUN_TEST_PGBOUNCER=")
+        .unwrap_or_else(|| panic!("no URL in {text}"))
+        .to_string()
+}
+
+fn restart_bouncer(server: &OwnServer) {
+    let s = std::process::Command::new(format!(
+        "{}/scripts/pg-test-server",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .args(["bouncer-restart", &server.dir])
+    .status()
+    .unwrap();
+    assert!(s.success());
+}
+
+#[test]
+fn passes_queues_and_renewals_work_through_pgbouncer_in_transaction_mode() {
+    let server = OwnServer::start();
+    let bouncer = bouncer_for(&server);
+    let env = TestEnv::postgres_on(&bouncer);
+    // Passes, one after another and several at once on a pool of two.
+    for _ in 0..3 {
+        let out = env.run(&["run", "solo", "--", "true"]);
+        assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    }
+    let pids: Vec<u32> = (0..6)
+        .map(|i| {
+            env.start(
+                &format!("many{i}"),
+                &["run", &format!("many{i}"), "--", "true"],
+            )
+        })
+        .collect();
+    for (i, pid) in pids.into_iter().enumerate() {
+        assert_eq!(
+            env.wait_exit(pid, Duration::from_secs(30)),
+            Some(0),
+            "{}",
+            env.stderr_of(&format!("many{i}"))
+        );
+    }
+
+    // A queue hand-off.
+    let child = held_child(&env, "first", "");
+    env.start("first", &["run", "q", "--lease", "3s", "--", &child]);
+    assert!(env.wait_for_file("first.ready", Duration::from_secs(10)));
+    let second = env.start(
+        "second",
+        &[
+            "run",
+            "q",
+            "--wait",
+            "60s",
+            "--lease",
+            "3s",
+            "--",
+            "touch",
+            "second.ran",
+        ],
+    );
+    assert!(wait_until(Duration::from_secs(10), || env.job("q")
+        ["queue"]["length"]
+        .as_i64()
+        == Some(1)));
+
+    // A renewal through a PgBouncer restart: the holder keeps its lease.
+    let token = env.job("q")["slots"][0]["token"].as_i64();
+    restart_bouncer(&server);
+    std::thread::sleep(Duration::from_secs(4));
+    let slot = &env.job("q")["slots"][0];
+    assert_eq!(slot["token"].as_i64(), token, "{slot}");
+    assert!(slot["renewed_ago_ms"].as_i64().unwrap() < 2500, "{slot}");
+
+    fs::write(env.path("first.done"), "").unwrap();
+    assert_eq!(
+        env.wait_exit(second, Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        env.stderr_of("second")
+    );
+    assert!(env.path("second.ran").exists());
+    assert!(
+        !env.stderr_of("first").contains("lease lost"),
+        "{}",
+        env.stderr_of("first")
+    );
+    let outcomes: Vec<_> = env
+        .history("q")
+        .iter()
+        .map(|p| p["outcome"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(outcomes, ["ok", "ok"]);
+}
