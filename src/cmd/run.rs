@@ -532,10 +532,14 @@ impl Pass {
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.
         let deadline = arrived.checked_add(wait);
-        crate::wake::watch(&self.spec, self.sender.clone());
-        // On PostgreSQL, releases on any host wake this waiter: it then
-        // polls rarely, holding only the listening connection in between.
+        // On PostgreSQL, releases of this job on any host wake this waiter:
+        // it then polls rarely, holding only the listening connection in
+        // between, and needs no wake file (which every release on this
+        // machine touches, whatever its job).
         let listener = crate::notify::listen(&self.spec, &self.settings.job, self.sender.clone());
+        if listener.is_none() {
+            crate::wake::watch(&self.spec, self.sender.clone());
+        }
         let max_poll = if listener.is_some() {
             LISTENING_POLL
         } else {

@@ -461,3 +461,100 @@ fn passes_queues_and_renewals_work_through_pgbouncer_in_transaction_mode() {
         .collect();
     assert_eq!(outcomes, ["ok", "ok"]);
 }
+
+/// How many server connections jobrun processes named `app` hold now.
+fn connections(admin: &mut postgres::Client, app: &str) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn long_leases_hold_no_connection_between_renewals() {
+    let env = TestEnv::postgres();
+    let server = pg_server();
+    let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+        .expect("connect as admin");
+    let url = |app: &str| format!("{}?application_name={app}", env.db);
+    // A 30 s lease renews every 10 s: connect, renew, disconnect.
+    let child = held_child(&env, "long", "");
+    env.start_with(
+        "long",
+        &["run", "long", "--lease", "30s", "--", &child],
+        &[("JOBRUN_DB", &url("econ_long"))],
+    );
+    assert!(env.wait_for_file("long.ready", Duration::from_secs(10)));
+    // Past the first renewal.
+    assert!(wait_until(Duration::from_secs(20), || env.job("long")
+        ["slots"][0]["renewed_ago_ms"]
+        .as_i64()
+        .is_some_and(|ms| ms < 5000)
+        && env.job("long")["slots"][0]["held_ms"]
+            .as_i64()
+            .is_some_and(|ms| ms > 9000)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(connections(&mut admin, "econ_long"), 0);
+    // A waiter behind it holds one connection, the one it hears releases on.
+    env.start_with(
+        "waiter",
+        &[
+            "run", "long", "--lease", "30s", "--wait", "60s", "--", "true",
+        ],
+        &[("JOBRUN_DB", &url("econ_wait"))],
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    let samples: Vec<i64> = (0..10)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            connections(&mut admin, "econ_wait")
+        })
+        .collect();
+    assert!(
+        samples.iter().filter(|n| **n == 1).count() >= 8 && samples.iter().all(|n| *n <= 2),
+        "{samples:?}: {}",
+        env.stderr_of("waiter")
+    );
+    fs::write(env.path("long.done"), "").unwrap();
+    // The short-lease renewer keeps its connection (checked by the TLS
+    // probes above); and the lease was renewed all along.
+    assert_eq!(
+        env.wait_exit(
+            env.start("after", &["run", "after", "--", "true"]),
+            Duration::from_secs(20)
+        ),
+        Some(0)
+    );
+    assert!(!env.stderr_of("long").contains("lease lost"));
+}
+
+#[test]
+fn a_start_rides_out_a_full_server() {
+    let server = OwnServer::start_with_env(&[("PG_MAX_CONNECTIONS", "6")]);
+    let env = TestEnv::postgres_on(&server.url);
+    // Fill every slot, then free them a second later.
+    let mut hogs = vec![];
+    while let Ok(c) =
+        postgres::Client::connect(&format!("{}/postgres", server.url), postgres::NoTls)
+    {
+        hogs.push(c);
+        assert!(
+            hogs.len() < 20,
+            "the server took more clients than it allows"
+        );
+    }
+    let started = Instant::now();
+    let pid = env.start("full", &["run", "j", "--", "true"]);
+    std::thread::sleep(Duration::from_secs(1));
+    drop(hogs);
+    assert_eq!(
+        env.wait_exit(pid, Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        env.stderr_of("full")
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1));
+}

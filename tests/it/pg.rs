@@ -28,9 +28,19 @@ impl OwnServer {
     /// `--tls`: TLS with the server's own CA in `DIR/tls`, and the roles
     /// `jobrun_pw` (password) and `jobrun_cert` (client certificate).
     pub fn start_with(args: &[&str]) -> OwnServer {
+        OwnServer::launch(args, &[])
+    }
+
+    /// With `vars` for the script, e.g. `PG_MAX_CONNECTIONS`.
+    pub fn start_with_env(vars: &[(&str, &str)]) -> OwnServer {
+        OwnServer::launch(&[], vars)
+    }
+
+    fn launch(args: &[&str], vars: &[(&str, &str)]) -> OwnServer {
         let out = Command::new(pg_script())
             .arg("start")
             .args(args)
+            .envs(vars.iter().copied())
             .output()
             .unwrap();
         assert!(
