@@ -558,3 +558,26 @@ fn a_start_rides_out_a_full_server() {
     );
     assert!(started.elapsed() >= Duration::from_secs(1));
 }
+
+#[test]
+fn ages_on_postgres_are_judged_on_the_server_clock() {
+    let env = TestEnv::postgres();
+    // A host an hour fast records a pass; status on a host with a right
+    // clock shows it ended moments ago, not in an hour.
+    let out = env
+        .cmd(&["run", "j", "--", "true"])
+        .env("JOBRUN_CLOCK_SKEW", "1h")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let last = &env.job("j")["last"];
+    let ago = last["ended_ago_ms"].as_i64().unwrap();
+    assert!((0..60_000).contains(&ago), "{last}");
+    let pass = &env.history("j")[0];
+    let ended = pass["ended_at_ms"].as_i64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!((now - ended).abs() < 60_000, "{pass}");
+}
