@@ -20,7 +20,10 @@ Exit codes: the child's own code; 128+N when the child died of signal N; the con
 125 when jobrun itself failed; 126 when the command cannot be executed; 127 when it is not found."
 )]
 pub struct Cli {
-    /// The store: a SQLite file path, or postgres://user@host/db.
+    /// The store: a SQLite file path, or a PostgreSQL connection string as
+    /// libpq takes it (postgres://user@host/db?sslmode=verify-full, or
+    /// host=... dbname=... key=value pairs; PG* variables and ~/.pgpass
+    /// fill what it leaves out).
     /// Default: /var/lib/jobrun/jobrun.db for root,
     /// $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise.
     #[arg(long, global = true, env = "JOBRUN_DB", value_name = "PATH|URL")]
