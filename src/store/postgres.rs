@@ -292,7 +292,13 @@ pub const TOO_MANY_CLIENTS_BUDGET: Duration = Duration::from_secs(10);
 pub fn resolve(url: &str) -> std::result::Result<ConnParams, String> {
     let mut params = ConnParams::parse(url)?.with_env(&|k| std::env::var(k).ok());
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    params.resolve_password(home.as_deref(), &mut |line| crate::say!("{line}"));
+    // Once per process: a renewer reconnecting each tick says it once.
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    params.resolve_password(home.as_deref(), &mut |line| {
+        if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            crate::say!("{line}");
+        }
+    });
     Ok(params)
 }
 
