@@ -646,6 +646,15 @@ impl PgTx<'_> {
         let known = param_types().lock().ok().and_then(|m| m.get(sql).cloned());
         let types = match known {
             Some(t) => t,
+            // Every value typed by itself (no NULL to place): no round
+            // trip to learn the types. jobrun's columns are BIGINT and TEXT.
+            None if params.iter().all(|v| !matches!(v, Value::Null)) => params
+                .iter()
+                .map(|v| match v {
+                    Value::Int(_) => Type::INT8,
+                    _ => Type::TEXT,
+                })
+                .collect(),
             None => {
                 // Dropped here, inside the transaction: its Close goes
                 // before the COMMIT.
