@@ -45,6 +45,8 @@ median_ms() { # hyperfine JSON, command index
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % (d["results"][int(sys.argv[2])]["median"]*1000))' "$1" "$2"
 }
 
+# FLEET_ONLY=1: only the connection and hand-off figures.
+if [ "${FLEET_ONLY:-0}" != 1 ]; then
 echo "== wall time, SQLite store ($RUNS runs each)"
 export JOBRUN_DB=$work/bench.db
 hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/sqlite.json" \
@@ -107,6 +109,8 @@ sustain() { # N: start N passes of distinct jobs, each renewing for 20 s
 printf '%-10s %8s %14s %16s %12s\n' "passes" "ran ok" "failed start" "renewal failures" "lost leases"
 for n in ${SUSTAIN:-100 200 400 600}; do sustain "$n"; done
 
+fi
+
 if [ "${FLEET:-1}" = 0 ]; then exit 0; fi
 
 # A server of its own for the fleet figures: `start_server [args]` sets
@@ -120,6 +124,7 @@ start_server() {
   server_dir=$JOBRUN_TEST_PGDIR
 }
 
+if [ "${FLEET_ONLY:-0}" != 1 ]; then
 echo
 echo "== per-pass cost: SQLite, PostgreSQL plain and with TLS, one run ($RUNS runs each)"
 start_server --tls
@@ -137,6 +142,7 @@ printf '%-34s %10s %8s\n' "store" "median ms" "x SQLite"
 for row in "SQLite:$cs" "PostgreSQL, loopback:$cp" "PostgreSQL, loopback, TLS:$ct"; do
   python3 -c 'import sys; n,v=sys.argv[1].rsplit(":",1); print("%-34s %10s %7.2fx" % (n, v, float(v)/float(sys.argv[2])))' "$row" "$cs"
 done
+fi
 
 # fleet LABEL URL LEASE: FLEET_N passes of distinct jobs under FLEET_HOSTS
 # host identities, each running FLEET_SECS seconds; prints one row.
@@ -173,6 +179,9 @@ fleet() {
   echo "  (all $n started within ${started}s; each ran ${secs}s)"
   if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ]; then
     echo "  first problem: $(cat "$dir"/*.err | grep -m1 -h "jobrun:" || true)"
+    echo "  why leases were lost:"
+    cat "$dir"/*.err | grep -h "lease lost" | sed 's/.*lease lost: //; s/;.*//; s/ (.*//' | sort | uniq -c | head -5 || true
+    echo "  why releases failed: $(cat "$dir"/*.err | grep -c "release failed" || true)"
   fi
 }
 
