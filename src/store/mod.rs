@@ -108,13 +108,10 @@ impl StoreSpec {
                 *mode,
                 interval.min(sqlite::BUSY_TIMEOUT),
             )?)),
-            // A full server is retried for at most half a tick; a server
-            // slow to accept (a fleet connecting at each long tick) is
-            // given a quarter of a tick, at least the usual 2 s.
-            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_with(
+            // A full server is retried for at most half a tick.
+            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_within(
                 url,
                 (interval / 2).min(postgres::TOO_MANY_CLIENTS_BUDGET),
-                (interval / 4).clamp(postgres::CONNECT_TIMEOUT, Duration::from_secs(10)),
             )?)),
         }
     }

@@ -310,12 +310,6 @@ impl PgStore {
     /// Open a connection, retrying a full server ("too many clients") for
     /// at most `budget`, with jittered, growing pauses.
     pub fn open_within(url: &str, budget: Duration) -> Result<PgStore> {
-        Self::open_with(url, budget, CONNECT_TIMEOUT)
-    }
-
-    /// `open_within`, with a connect timeout of `connect` unless the
-    /// connection string sets one.
-    pub fn open_with(url: &str, budget: Duration, connect: Duration) -> Result<PgStore> {
         let shown = redact(url);
         let bad = |e: String| StoreError::Other(shown.clone(), scrub(&e, url));
         let params = resolve(url).map_err(&bad)?;
@@ -325,7 +319,7 @@ impl PgStore {
         let mut config = params.config().map_err(&bad)?;
         let tls = super::pgtls::connector(&params).map_err(&bad)?;
         if config.get_connect_timeout().is_none() {
-            config.connect_timeout(connect);
+            config.connect_timeout(CONNECT_TIMEOUT);
         }
         // The statement timeout is the server's; a server that vanished
         // from the network cannot enforce it. TCP keepalives and the user
