@@ -24,7 +24,7 @@ function __fish_jobrun_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c jobrun -n "__fish_jobrun_needs_command" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_needs_command" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_needs_command" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_needs_command" -s V -l version -d 'Print version'
@@ -48,16 +48,16 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l slots -d 'How many
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s w -l wait -d 'Queue for a slot for up to this long instead of skipping (0: do not wait)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesced-exit-code -d 'Exit code of a pass that coalesced into a queued one' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s q -l quiet -d 'Do not print the line naming the holder when the job is held. JOBRUN_QUIET takes 1/0, true/false, yes/no or on/off'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesce -d 'Join an identical queued pass (same job, argv and working directory) instead of queueing another'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l json -d 'Machine-readable output (its fields: JSON OUTPUT in jobrun(1))'
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -s h -l help -d 'Print help'
-complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l dry-run -d 'Print what would be done and change nothing'
@@ -65,19 +65,19 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l force -d '
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l wait -d 'Wait until the signalled passes released their locks' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l kill-after -d 'With --wait: KILL the command of a pass still holding this long after the TERM (its wrapper then reaps it and releases)' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l dry-run -d 'Print what would be signalled and signal nothing'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l reason -d 'Why, shown by status and by every skipped pass' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l as -d 'Pause on behalf of TAG (e.g. upgrade): only resume --as TAG lifts it, and it lifts no other pause' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l as -d 'Lift only the pauses TAG owns (without it: only pauses without an owner; the others are named and stay)' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -s h -l help -d 'Print help'
@@ -92,17 +92,17 @@ killed\t''
 stopped\t''
 coalesced\t''
 timed-out\t''"
-complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l reverse -d 'Oldest first (the default is newest first, by start time)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l json -d 'Machine-readable output (its fields: JSON OUTPUT in jobrun(1))'
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -s h -l help -d 'Print help'
-complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l man -d 'Directory for the man pages' -r -F
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l completions -d 'Directory for the shell completions' -r -F
-complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db -d 'The store: a SQLite file path, or postgres://user@host/db. Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -s h -l help -d 'Print help'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "run" -d 'Take a slot of NAME and run COMMAND under a renewed lease'

@@ -20,7 +20,10 @@ does not exist); 126 when the command cannot be executed; 127 when it is not fou
 command whose output reader went away is ended by SIGPIPE, as ls is (141 in the shell)."
 )]
 pub struct Cli {
-    /// The store: a SQLite file path, or postgres://user@host/db.
+    /// The store: a SQLite file path, or a PostgreSQL connection string as
+    /// libpq takes it (postgres://user@host/db?sslmode=verify-full, or
+    /// host=... dbname=... key=value pairs; PG* variables and ~/.pgpass
+    /// fill what it leaves out).
     /// Default: /var/lib/jobrun/jobrun.db for root,
     /// $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise.
     #[arg(long, global = true, env = "JOBRUN_DB", value_name = "PATH|URL")]

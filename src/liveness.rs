@@ -883,9 +883,16 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_alive() {
-        let v = judge(&holder_of(this_process(), None));
+    fn a_wrapper_holding_its_pass_lock_is_alive() {
+        let dir = tempfile::tempdir().unwrap();
+        let holders = dir.path().join("holders");
+        let _lock = HolderLock::take(&holders, "0000000000a2", (0o600, 0o700)).unwrap();
+        let evidence = Evidence::new(me(), StoreReach::OneMachine, Some(holders));
+        let v = evidence.judge(&holder_of(this_process(), None), "0000000000a2");
         assert_eq!(v.liveness, Liveness::Alive, "{v}");
+        // The same live process named under another pass id is no evidence.
+        let v = evidence.judge(&holder_of(this_process(), None), "0000000000a3");
+        assert_eq!(v.liveness, Liveness::Unknown, "{v}");
     }
 
     #[test]
@@ -923,9 +930,33 @@ mod tests {
             pid: i32::MAX - 1,
             start: 1,
         };
-        let v = judge(&holder_of(gone, Some(this_process())));
+        // A command of pass 000000000000 runs on: it carries the pass's id.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("JOBRUN_PASS", "000000000000")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Ready once it has exec'd with its environment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while verify_member(pid, "000000000000")
+            != Verified::Yes(format!("pid {pid} carries the pass's id"))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let command = Proc {
+            pid,
+            start: start_time(pid).unwrap(),
+        };
+        let v = judge(&holder_of(gone, Some(command)));
+        let _ = child.kill();
+        let _ = child.wait();
         assert_eq!(v.liveness, Liveness::Alive, "{v}");
         assert!(v.orphaned);
+        // A live process without the pass's id is no evidence.
+        let v = judge(&holder_of(gone, Some(this_process())));
+        assert_eq!(v.liveness, Liveness::Unknown, "{v}");
         let v = judge(&holder_of(gone, Some(gone)));
         assert_eq!(v.liveness, Liveness::Dead, "{v}");
     }

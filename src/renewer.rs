@@ -148,6 +148,12 @@ pub enum Held {
     },
 }
 
+/// From this renewal interval on (a lease of 30 s or more), a renewer on a
+/// PostgreSQL store connects, renews and disconnects at each tick instead of
+/// holding a server connection for the whole pass: a fleet's passes then
+/// cost the server connections only while they renew.
+pub const CONNECT_PER_RENEWAL: Duration = Duration::from_secs(10);
+
 /// A lease in a store, renewed on a connection of its own that is dropped
 /// after a failure and reopened on the next tick.
 pub struct StoreLease {
@@ -185,24 +191,40 @@ impl StoreLease {
         if let Err(why) = self.pin.check(store.as_mut())? {
             return Ok(Renewal::StoreLost(why));
         }
-        let ours = match &self.held {
-            Held::Lease(key) => store.renew(key, self.lease)?,
-            Held::Waiter { id, job, pass_id } => {
-                store.renew_waiter(*id, self.lease)? || {
-                    // Promoted between two ticks: the row became this
-                    // pass's lease, which is not lost; the owner stops
-                    // this renewer.
-                    let leases = store.leases(std::slice::from_ref(job))?;
-                    leases.iter().any(|l| &l.pass_id == pass_id)
-                }
-            }
-        };
-        Ok(if ours {
+        let ours = renew_on(&self.held, self.lease, store.as_mut());
+        // A renewal interval this long costs the server more as a held
+        // connection than as a new one each tick.
+        if self.spec.reach() == crate::liveness::StoreReach::Fleet
+            && crate::lease::renew_interval(self.lease) >= CONNECT_PER_RENEWAL
+        {
+            self.store = None;
+        }
+        Ok(if ours? {
             Renewal::Renewed
         } else {
             Renewal::NotOurs
         })
     }
+}
+
+/// Renew what `held` names on `store`: whether it is still ours.
+fn renew_on(
+    held: &Held,
+    lease: Duration,
+    store: &mut dyn crate::store::Store,
+) -> Result<bool, StoreError> {
+    Ok(match held {
+        Held::Lease(key) => store.renew(key, lease)?,
+        Held::Waiter { id, job, pass_id } => {
+            store.renew_waiter(*id, lease)? || {
+                // Promoted between two ticks: the row became this
+                // pass's lease, which is not lost; the owner stops
+                // this renewer.
+                let leases = store.leases(std::slice::from_ref(job))?;
+                leases.iter().any(|l| &l.pass_id == pass_id)
+            }
+        }
+    })
 }
 
 impl Renewable for StoreLease {

@@ -174,14 +174,6 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
                 "invalid --db/JOBRUN_DB: it is empty; give a file path or postgres://user@host/db"
             );
         }
-        if crate::store::postgres::looks_like_keyword_string(db) {
-            // Not echoed: such a string usually holds a password.
-            bail!(
-                "invalid --db/JOBRUN_DB: it looks like a libpq key=value connection string \
-                 (host=... dbname=...); key=value strings are not supported yet: use a URL, \
-                 postgres://user@host/db (the value is not shown here, it may hold a password)"
-            );
-        }
         return Ok(StoreSpec::parse(db, mode));
     }
     if nix::unistd::geteuid().is_root() {

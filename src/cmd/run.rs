@@ -32,6 +32,11 @@ use crate::supervise::{self, classify, Event, SignalKind};
 /// The longest fallback poll of a waiter that a release wakes.
 const QUIET_POLL: Duration = Duration::from_secs(5);
 
+/// How long a waiter that hears releases (PostgreSQL's LISTEN) sleeps
+/// between polls at most: the polls only catch what sends no notification
+/// (a holder that died or whose lease lapsed).
+const LISTENING_POLL: Duration = Duration::from_secs(5);
+
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
     let mut buf = [0u8; 6];
@@ -565,6 +570,10 @@ impl Pass {
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.
         let deadline = arrived.checked_add(wait);
+        // On PostgreSQL, releases of this job on any host also wake this
+        // waiter (LISTEN/NOTIFY); it then polls rarely, holding only the
+        // listening connection in between.
+        let listener = crate::notify::listen(&self.spec, &self.settings.job, self.sender.clone());
         let held = Held::Waiter {
             id,
             job: self.settings.job.clone(),
@@ -578,10 +587,12 @@ impl Pass {
         let mut poll = Duration::from_millis(20);
         // The fallback poll: every release on a one-machine store wakes the
         // waiters it lets in, so a waiter with a wake file there polls
-        // rarely (it still finds a ghost ahead of it, or a pause lifted);
-        // on a fleet store releases elsewhere wake nobody here.
+        // rarely (it still finds a ghost ahead of it, or a pause lifted); on
+        // a fleet store a listening waiter is woken by releases on any host.
         let max_poll = if wake.is_some() && self.spec.reach() == StoreReach::OneMachine {
             QUIET_POLL
+        } else if listener.is_some() {
+            LISTENING_POLL
         } else {
             Duration::from_secs(1)
         };
@@ -641,6 +652,9 @@ impl Pass {
                 break Err((why, Outcome::TimedOut));
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
+            if listener.is_some() && poll >= Duration::from_secs(1) {
+                self.conn = None;
+            }
             match self.events.recv_timeout(poll.min(left)) {
                 Ok(Event::Signal(s)) if classify(s) != SignalKind::ForwardOnly => {
                     self.held = None;
@@ -661,6 +675,7 @@ impl Pass {
         };
         renewer.stop();
         drop(wake);
+        drop(listener);
         self.drop_stale_events();
         match result {
             Ok(key) => {

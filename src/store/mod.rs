@@ -12,8 +12,11 @@ use std::time::Duration;
 use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, WaiterRow};
 use crate::liveness::StoreReach;
 
+mod pgconn;
+mod pgtls;
 pub mod postgres;
 mod sql;
+pub use sql::ALL_JOBS;
 pub mod sqlite;
 
 /// Errors whose kind decides what the caller does next: a busy or dropped
@@ -70,7 +73,10 @@ pub const DEFAULT_FILE_MODE: u32 = 0o600;
 
 impl StoreSpec {
     pub fn parse(s: &str, mode: u32) -> StoreSpec {
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+        if s.starts_with("postgres://")
+            || s.starts_with("postgresql://")
+            || postgres::looks_like_keyword_string(s)
+        {
             StoreSpec::Postgres(s.to_string())
         } else {
             StoreSpec::Sqlite(PathBuf::from(s), mode)
@@ -107,7 +113,11 @@ impl StoreSpec {
                 sqlite::BUSY_TIMEOUT,
                 false,
             )?)),
-            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_opts(url, false)?)),
+            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_opts(
+                url,
+                false,
+                postgres::TOO_MANY_CLIENTS_BUDGET,
+            )?)),
         }
     }
 
@@ -121,7 +131,11 @@ impl StoreSpec {
                 *mode,
                 interval.min(sqlite::BUSY_TIMEOUT),
             )?)),
-            StoreSpec::Postgres(_) => self.open(),
+            // A full server is retried for at most half a tick.
+            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_within(
+                url,
+                (interval / 2).min(postgres::TOO_MANY_CLIENTS_BUDGET),
+            )?)),
         }
     }
 

@@ -11,7 +11,9 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use postgres::types::{IsNull, ToSql, Type};
-use postgres::{Client, Config, NoTls, Statement};
+use postgres::{Client, NoTls};
+
+use super::pgconn::ConnParams;
 
 use super::sql::{Backend, Clock, Conn, SqlStore, Value};
 use super::{Result, StoreError};
@@ -126,30 +128,22 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
 /// Query parameters of a connection URL that hold a secret.
 const SECRET_PARAMS: &[&str] = &["password", "sslpassword"];
 
-/// `%XX` escapes decoded, as the connection parser decodes query keys.
-fn percent_decoded(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
+use super::pgconn::percent_decoded;
+
+/// The connection as messages show it: a URL naming the server, user and
+/// database (with what `PG*` variables add), never a password.
+pub fn redact(url: &str) -> String {
+    match ConnParams::parse(url) {
+        Ok(p) => p.with_env(&|k| std::env::var(k).ok()).shown(),
+        Err(_) if url.contains("://") => redact_url(url),
+        Err(_) => "(a key=value connection string, not shown: it may hold a password)".into(),
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The URL as messages show it: without its password, wherever it sits
+/// A URL that does not parse, without its password wherever it sits
 /// (user info `user:pw@`, or a `password=`/`sslpassword=` query parameter
 /// in any case).
-pub fn redact(url: &str) -> String {
+fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -295,34 +289,55 @@ pub struct PgBackend {
     shown: String,
     /// The cluster's system identifier, where the role may read it.
     system_id: String,
-    statements: HashMap<String, Statement>,
+    /// Secrets of the connection (wherever they came from), scrubbed from
+    /// every message.
+    secrets: Vec<String>,
 }
 
 pub type PgStore = SqlStore<PgBackend>;
 
+/// How long a start keeps trying a server that answers "too many clients"
+/// (SQLSTATE 53300) before it fails: a fleet starting many passes at once
+/// rides out a full server instead of failing them all.
+pub const TOO_MANY_CLIENTS_BUDGET: Duration = Duration::from_secs(10);
+
+/// A connection's settings, resolved the way libpq resolves them: the
+/// string, then `PG*` variables, then `.pgpass` for a missing password.
+pub fn resolve(url: &str) -> std::result::Result<ConnParams, String> {
+    let mut params = ConnParams::parse(url)?.with_env(&|k| std::env::var(k).ok());
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    // Once per process: a renewer reconnecting each tick says it once.
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    params.resolve_password(home.as_deref(), &mut |line| {
+        if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            crate::say!("{line}");
+        }
+    });
+    Ok(params)
+}
+
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
-        PgStore::open_opts(url, true)
+        Self::open_opts(url, true, TOO_MANY_CLIENTS_BUDGET)
     }
 
-    /// As `open`; with `create` false, a database without jobrun's schema
-    /// is `StoreError::Missing` and is left as it is.
-    pub fn open_opts(url: &str, create: bool) -> Result<PgStore> {
+    /// Open a connection, retrying a full server ("too many clients") for
+    /// at most `budget`, with jittered, growing pauses.
+    pub fn open_within(url: &str, budget: Duration) -> Result<PgStore> {
+        Self::open_opts(url, true, budget)
+    }
+
+    /// As `open_within`; with `create` false, a database without jobrun's
+    /// schema is `StoreError::Missing` and is left as it is.
+    pub fn open_opts(url: &str, create: bool, budget: Duration) -> Result<PgStore> {
         let shown = redact(url);
-        let mut config: Config = url.parse().map_err(|e| {
-            StoreError::Other(
-                shown.clone(),
-                scrub(&format!("bad connection string: {e}"), url),
-            )
-        })?;
-        if config.get_ssl_mode() == postgres::config::SslMode::Require {
-            return Err(StoreError::Other(
-                shown,
-                "sslmode=require is not supported by this build (no TLS); use sslmode=disable \
-                 or sslmode=prefer"
-                    .into(),
-            ));
-        }
+        let bad = |e: String| StoreError::Other(shown.clone(), scrub(&e, url));
+        let params = resolve(url).map_err(&bad)?;
+        let shown = params.shown();
+        let mut secrets = params.secrets();
+        secrets.extend(self::secrets(url));
+        let mut config = params.config().map_err(&bad)?;
+        let tls = super::pgtls::connector(&params).map_err(&bad)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -334,20 +349,32 @@ impl PgStore {
         config.keepalives_interval(Duration::from_secs(1));
         config.keepalives_retries(2);
         config.tcp_user_timeout(Duration::from_secs(3));
-        config.application_name("jobrun");
-        config.options(&format!(
-            "-c statement_timeout={} -c lock_timeout={}",
-            STATEMENT_TIMEOUT.as_millis(),
-            STATEMENT_TIMEOUT.as_millis()
-        ));
-        let client = config
-            .connect(NoTls)
-            .map_err(|e| scrub_err(map_err(&shown, e), url))?;
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let client = loop {
+            let got = match &tls {
+                Some(tls) => config.connect(tls.clone()),
+                None => config.connect(NoTls),
+            };
+            match got {
+                Ok(c) => break c,
+                Err(e) => {
+                    let full = e.code() == Some(&postgres::error::SqlState::TOO_MANY_CONNECTIONS);
+                    let err = clarify(scrub_all(map_err(&shown, e), &secrets), &params);
+                    let left = budget.saturating_sub(started.elapsed());
+                    if !full || left.is_zero() {
+                        return Err(err);
+                    }
+                    std::thread::sleep(jittered(pause).min(left));
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+            }
+        };
         let mut backend = PgBackend {
             client,
             shown,
             system_id: String::new(),
-            statements: HashMap::new(),
+            secrets,
         };
         if !create && backend.version()?.is_none() {
             return Err(StoreError::Missing(backend.shown.clone()));
@@ -356,16 +383,78 @@ impl PgStore {
         // pg_control_system() may be closed to a least-privilege role; the
         // schema's stamp alone still tells a re-created store apart.
         backend.system_id = backend
-            .client
-            .query_one(
-                "SELECT system_identifier::text FROM pg_control_system()",
-                &[],
-            )
-            .map(|r| r.get(0))
-            .unwrap_or_else(|_| "cluster".into());
+            .run(&mut |c| {
+                c.query(
+                    "SELECT system_identifier::text FROM pg_control_system()",
+                    &[],
+                )
+            })
+            .ok()
+            .and_then(|rows| rows.into_iter().next())
+            .and_then(|r| r.into_iter().next())
+            .map(|v| match v {
+                Value::Text(s) => s,
+                _ => "cluster".into(),
+            })
+            .unwrap_or_else(|| "cluster".into());
         Ok(SqlStore { backend })
     }
 }
+
+/// `base` scaled by a random factor in [0.5, 1.5): passes that met a full
+/// server together do not come back together.
+fn jittered(base: Duration) -> Duration {
+    let mut b = [0u8; 2];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    let r = u16::from_le_bytes(b) as u32;
+    base / 2 + base * r / 65_536
+}
+
+/// A TLS failure said in the user's terms: which `sslmode` check failed.
+fn clarify(e: StoreError, params: &ConnParams) -> StoreError {
+    let hint = |d: &str| -> Option<String> {
+        let mode = params.get("sslmode").unwrap_or("prefer");
+        let root = params.get("sslrootcert").unwrap_or("the system CA bundle");
+        if d.contains("server does not support TLS") {
+            Some(format!(
+                "the server does not offer TLS, and sslmode={mode} requires it"
+            ))
+        } else if d.contains("UnknownIssuer") || d.contains("BadSignature") {
+            Some(format!(
+                "TLS: the server's certificate is not signed by a CA in {root} (sslmode={mode})"
+            ))
+        } else if d.contains("NotValidForName") || d.contains("not valid for name") {
+            Some(format!(
+                "TLS: the server's certificate is not valid for host {} (sslmode={mode}): {d}",
+                params.hosts().join(",")
+            ))
+        } else if d.contains("password missing") {
+            Some(
+                "the server asks for a password and none was given (in the connection string, \
+                 PGPASSWORD, or the password file PGPASSFILE or ~/.pgpass)"
+                    .into(),
+            )
+        } else if d.contains("Expired") {
+            Some(format!("TLS: the server's certificate has expired: {d}"))
+        } else {
+            None
+        }
+    };
+    match e {
+        StoreError::Unreachable(s, d) => match hint(&d) {
+            Some(h) => StoreError::Other(s, h),
+            None => StoreError::Unreachable(s, d),
+        },
+        StoreError::Other(s, d) => StoreError::Other(s.clone(), hint(&d).unwrap_or(d)),
+        e => e,
+    }
+}
+
+/// Statement timeout and lock timeout for the transaction just begun. Set
+/// per transaction (not per session), so a pooler in transaction mode that
+/// hands each transaction another server connection keeps them.
+const BEGIN: &str = "BEGIN; SET LOCAL statement_timeout = 2000; SET LOCAL lock_timeout = 2000";
 
 impl PgBackend {
     /// Create the schema on first use. A store already at this version is
@@ -384,81 +473,125 @@ impl PgBackend {
                 known: SCHEMA_VERSION,
             });
         }
-        let mut tx = self.client.transaction().map_err(|e| map_err(&shown, e))?;
-        // Two first users racing to create the schema take turns.
-        tx.execute("SELECT pg_advisory_xact_lock(4242424242)", &[])
-            .map_err(|e| map_err(&shown, e))?;
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS jobrun_schema (version BIGINT NOT NULL)")
-            .map_err(|e| map_err(&shown, e))?;
-        let found: Option<i64> = tx
-            .query_one("SELECT max(version) FROM jobrun_schema", &[])
-            .map_err(|e| map_err(&shown, e))?
-            .get(0);
-        if found.unwrap_or(0) < 1 {
-            tx.batch_execute(SCHEMA).map_err(|e| map_err(&shown, e))?;
-            tx.execute("INSERT INTO jobrun_schema (version) VALUES (1)", &[])
-                .map_err(|e| map_err(&shown, e))?;
-        }
-        if found.unwrap_or(0) < 2 {
-            tx.batch_execute(SCHEMA_V2)
-                .map_err(|e| map_err(&shown, e))?;
-            tx.execute("INSERT INTO jobrun_schema (version) VALUES (2)", &[])
-                .map_err(|e| map_err(&shown, e))?;
-        }
-        for (version, step) in [(3i64, SCHEMA_V3), (4i64, SCHEMA_V4)] {
-            if found.unwrap_or(0) < version {
-                tx.batch_execute(step).map_err(|e| map_err(&shown, e))?;
-                tx.execute(
-                    "INSERT INTO jobrun_schema (version) VALUES ($1)",
-                    &[&version],
-                )
-                .map_err(|e| map_err(&shown, e))?;
+        self.run_tx(&mut |c| {
+            // Two first users racing to create the schema take turns.
+            c.query("SELECT pg_advisory_xact_lock(4242424242)::text", &[])?;
+            c.batch("CREATE TABLE IF NOT EXISTS jobrun_schema (version BIGINT NOT NULL)")?;
+            let found = c
+                .query("SELECT max(version) FROM jobrun_schema", &[])?
+                .first()
+                .and_then(|r| r.first().and_then(int_of))
+                .unwrap_or(0);
+            if found < 1 {
+                c.batch(SCHEMA)?;
+                c.batch("INSERT INTO jobrun_schema (version) VALUES (1)")?;
             }
-        }
-        tx.commit().map_err(|e| map_err(&shown, e))
+            for (version, step) in [(2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4)] {
+                if found < version {
+                    c.batch(step)?;
+                    c.batch(&format!(
+                        "INSERT INTO jobrun_schema (version) VALUES ({version})"
+                    ))?;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// The schema version, or `None` before the first use.
     fn version(&mut self) -> Result<Option<i64>> {
-        let shown = self.shown.clone();
-        let exists: bool = self
-            .client
-            .query_one("SELECT to_regclass('jobrun_schema') IS NOT NULL", &[])
-            .map_err(|e| map_err(&shown, e))?
-            .get(0);
-        if !exists {
-            return Ok(None);
-        }
-        let v: Option<i64> = self
-            .client
-            .query_one("SELECT max(version) FROM jobrun_schema", &[])
-            .map_err(|e| map_err(&shown, e))?
-            .get(0);
-        Ok(Some(v.unwrap_or(0)))
+        self.run(&mut |c| {
+            let exists = c
+                .query(
+                    "SELECT (to_regclass('jobrun_schema') IS NOT NULL)::int",
+                    &[],
+                )?
+                .first()
+                .and_then(|r| r.first().and_then(int_of))
+                == Some(1);
+            if !exists {
+                return Ok(None);
+            }
+            let v = c
+                .query("SELECT max(version) FROM jobrun_schema", &[])?
+                .first()
+                .and_then(|r| r.first().and_then(int_of));
+            Ok(Some(v.unwrap_or(0)))
+        })
     }
 
     fn run<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        self.run_tx(&mut |c| f(c))
+    }
+
+    /// One transaction: begun with its timeouts, committed when `f`
+    /// succeeds, rolled back otherwise.
+    fn run_tx<T>(&mut self, f: &mut dyn FnMut(&mut PgTx) -> Result<T>) -> Result<T> {
         let shown = self.shown.clone();
-        let mut tx = self.client.transaction().map_err(|e| map_err(&shown, e))?;
+        let secrets = &self.secrets;
+        let fail = |e: postgres::Error| scrub_all(map_err(&shown, e), secrets);
+        self.client.batch_execute(BEGIN).map_err(fail)?;
         let mut conn = PgTx {
-            tx: &mut tx,
+            client: &mut self.client,
             shown: &shown,
-            statements: &mut self.statements,
         };
-        let out = f(&mut conn)?;
-        tx.commit().map_err(|e| map_err(&shown, e))?;
-        Ok(out)
+        match f(&mut conn) {
+            Ok(out) => {
+                self.client.batch_execute("COMMIT").map_err(fail)?;
+                Ok(out)
+            }
+            Err(e) => {
+                let _ = self.client.batch_execute("ROLLBACK");
+                Err(scrub_all(e, secrets))
+            }
+        }
+    }
+
+    /// Start hearing releases on this connection (`LISTEN`).
+    pub fn listen_releases(&mut self) -> Result<()> {
+        let shown = self.shown.clone();
+        self.client
+            .batch_execute("LISTEN jobrun_release")
+            .map_err(|e| map_err(&shown, e))
+    }
+
+    /// Wait up to `timeout` for a release notification: the job it names,
+    /// or `None` when none came.
+    pub fn next_release(&mut self, timeout: Duration) -> Result<Option<String>> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let shown = self.shown.clone();
+        let got = self.client.notifications().timeout_iter(timeout).next();
+        match got {
+            Ok(Some(n)) => Ok(Some(n.payload().to_string())),
+            Ok(None) if self.client.is_closed() => {
+                Err(StoreError::Unreachable(shown, "connection closed".into()))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(map_err(&shown, e)),
+        }
+    }
+}
+
+impl PgStore {
+    /// The backend, for what only PostgreSQL has (LISTEN/NOTIFY).
+    pub fn backend(&mut self) -> &mut PgBackend {
+        &mut self.backend
     }
 }
 
 impl Backend for PgBackend {
     fn identity(&mut self) -> Result<Option<String>> {
-        let shown = self.shown.clone();
-        let stamp: String = self
-            .client
-            .query_one("SELECT stamp FROM jobrun_store LIMIT 1", &[])
-            .map_err(|e| map_err(&shown, e))?
-            .get(0);
+        let stamp = self.run(&mut |c| {
+            Ok(c.query("SELECT stamp FROM jobrun_store LIMIT 1", &[])?
+                .into_iter()
+                .next()
+                .and_then(|r| r.into_iter().next())
+                .and_then(|v| match v {
+                    Value::Text(s) => Some(s),
+                    _ => None,
+                })
+                .unwrap_or_default())
+        })?;
         Ok(Some(format!("{}/{stamp}", self.system_id)))
     }
 
@@ -471,10 +604,26 @@ impl Backend for PgBackend {
     }
 }
 
-struct PgTx<'a, 'b> {
-    tx: &'a mut postgres::Transaction<'b>,
+/// A statement's parameter types, learned once per process by preparing
+/// it (inside a transaction, and closed there). Statements then run
+/// unnamed, typed from this cache: nothing prepared outlives its
+/// transaction, as a pooler in transaction mode requires.
+fn param_types() -> &'static std::sync::Mutex<HashMap<String, Vec<Type>>> {
+    static TYPES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Vec<Type>>>> =
+        std::sync::OnceLock::new();
+    TYPES.get_or_init(Default::default)
+}
+
+fn int_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+pub struct PgTx<'a> {
+    client: &'a mut Client,
     shown: &'a str,
-    statements: &'a mut HashMap<String, Statement>,
 }
 
 /// A NULL of whatever type the statement expects.
@@ -513,18 +662,41 @@ impl Param {
     }
 }
 
-impl PgTx<'_, '_> {
-    fn prepare(&mut self, sql: &str, params: &[Value]) -> Result<(Statement, Vec<Param>)> {
-        let stmt = match self.statements.get(sql) {
-            Some(s) => s.clone(),
+impl PgTx<'_> {
+    fn batch(&mut self, sql: &str) -> Result<()> {
+        self.client
+            .batch_execute(sql)
+            .map_err(|e| map_err(self.shown, e))
+    }
+
+    fn prepare(&mut self, sql: &str, params: &[Value]) -> Result<(Vec<Type>, Vec<Param>)> {
+        let known = param_types().lock().ok().and_then(|m| m.get(sql).cloned());
+        let types = match known {
+            Some(t) => t,
+            // Every value typed by itself (no NULL to place): no round
+            // trip to learn the types. jobrun's columns are BIGINT and TEXT.
+            None if params.iter().all(|v| !matches!(v, Value::Null)) => params
+                .iter()
+                .map(|v| match v {
+                    Value::Int(_) => Type::INT8,
+                    _ => Type::TEXT,
+                })
+                .collect(),
             None => {
-                let s = self.tx.prepare(sql).map_err(|e| map_err(self.shown, e))?;
-                self.statements.insert(sql.to_string(), s.clone());
-                s
+                // Dropped here, inside the transaction: its Close goes
+                // before the COMMIT.
+                let stmt = self
+                    .client
+                    .prepare(sql)
+                    .map_err(|e| map_err(self.shown, e))?;
+                let t = stmt.params().to_vec();
+                if let Ok(mut m) = param_types().lock() {
+                    m.insert(sql.to_string(), t.clone());
+                }
+                t
             }
         };
-        let args = stmt
-            .params()
+        let args = types
             .iter()
             .zip(params)
             .map(|(ty, v)| match (v, ty) {
@@ -537,25 +709,27 @@ impl PgTx<'_, '_> {
                 (Value::Text(s), _) => Param::Text(s.clone()),
             })
             .collect();
-        Ok((stmt, args))
+        Ok((types, args))
     }
 }
 
-impl Conn for PgTx<'_, '_> {
+impl Conn for PgTx<'_> {
     fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
-        let (stmt, args) = self.prepare(sql, params)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(Param::as_sql).collect();
-        self.tx
-            .execute(&stmt, &refs)
+        let (types, args) = self.prepare(sql, params)?;
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            args.iter().map(Param::as_sql).zip(types).collect();
+        self.client
+            .execute_typed(sql, &typed)
             .map_err(|e| map_err(self.shown, e))
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
-        let (stmt, args) = self.prepare(sql, params)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(Param::as_sql).collect();
+        let (types, args) = self.prepare(sql, params)?;
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            args.iter().map(Param::as_sql).zip(types).collect();
         let rows = self
-            .tx
-            .query(&stmt, &refs)
+            .client
+            .query_typed(sql, &typed)
             .map_err(|e| map_err(self.shown, e))?;
         Ok(rows
             .iter()
@@ -593,6 +767,15 @@ impl Conn for PgTx<'_, '_> {
         Ok(Clock { now_ms, boot: None })
     }
 
+    fn notify_waiters(&mut self, job: &str) -> Result<()> {
+        // Transactional: delivered at COMMIT, never for a rolled-back one.
+        self.query(
+            "SELECT pg_notify('jobrun_release', $1)::text",
+            &[job.into()],
+        )?;
+        Ok(())
+    }
+
     fn lock_job(&mut self, job: &str) -> Result<()> {
         self.query(
             "SELECT 1::bigint FROM jobs WHERE name = $1 FOR UPDATE",
@@ -602,12 +785,18 @@ impl Conn for PgTx<'_, '_> {
     }
 }
 
-/// A connection failure's message with the URL's secrets removed, in case
-/// the client or the server quoted one.
-fn scrub_err(e: StoreError, url: &str) -> StoreError {
+/// A message with `secrets` removed, in case the client or the server
+/// quoted one.
+fn scrub_all(e: StoreError, secrets: &[String]) -> StoreError {
+    let clean = |d: String| {
+        secrets
+            .iter()
+            .filter(|s| s.chars().count() >= 4)
+            .fold(d, |m, s| m.replace(s.as_str(), "***"))
+    };
     match e {
-        StoreError::Unreachable(s, d) => StoreError::Unreachable(s, scrub(&d, url)),
-        StoreError::Other(s, d) => StoreError::Other(s, scrub(&d, url)),
+        StoreError::Unreachable(s, d) => StoreError::Unreachable(s, clean(d)),
+        StoreError::Other(s, d) => StoreError::Other(s, clean(d)),
         e => e,
     }
 }
@@ -649,10 +838,6 @@ mod tests {
     fn passwords_never_reach_messages() {
         assert_eq!(
             redact("postgres://jobrun:s3cret@db1/jobs"),
-            "postgres://jobrun:***@db1/jobs"
-        );
-        assert_eq!(
-            redact("postgres://jobrun@db1/jobs"),
             "postgres://jobrun@db1/jobs"
         );
         assert_eq!(
@@ -660,7 +845,19 @@ mod tests {
             "postgres://jobrun:***@db1/jobs?sslmode=disable&PassWord=***"
         );
         assert_eq!(
-            redact("postgresql://db1/jobs?password=a&sslpassword=b&pass%77ord=c"),
+            redact("postgresql://db1/jobs?password=a&sslpassword=b&sslmode=require"),
+            "postgres://db1/jobs?sslmode=require"
+        );
+        assert_eq!(
+            redact("host=db1 user=jobrun password='it''s a secret' dbname=jobs"),
+            "(a key=value connection string, not shown: it may hold a password)"
+        );
+        assert_eq!(
+            redact("host=db1 user=jobrun password=s3cret dbname=jobs"),
+            "postgres://jobrun@db1/jobs"
+        );
+        assert_eq!(
+            redact_url("postgresql://db1/jobs?password=a&sslpassword=b&pass%77ord=c"),
             "postgresql://db1/jobs?password=***&sslpassword=***&pass%77ord=***"
         );
         assert_eq!(

@@ -146,6 +146,10 @@ fn past_max_hold_sql(n: usize) -> String {
     )
 }
 
+/// What `notify_waiters` names when every job may have room (`resume
+/// --all`); not a valid job name (it has a control character).
+pub const ALL_JOBS: &str = "\u{1}all";
+
 /// One open transaction. Placeholders are `$1`, `$2`, ... in both dialects.
 pub trait Conn {
     fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64>;
@@ -154,6 +158,12 @@ pub trait Conn {
     fn clock(&mut self) -> Result<Clock>;
     /// Serialise transitions of `job` against every other process.
     fn lock_job(&mut self, job: &str) -> Result<()>;
+    /// Tell waiters on every host that `job` may have room now, when this
+    /// transaction commits (PostgreSQL: NOTIFY). Waiters poll as well, so
+    /// a store without it only wakes them later.
+    fn notify_waiters(&mut self, _job: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A connection that can run a closure inside one transaction.
@@ -350,7 +360,11 @@ fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, clock: &Clock) -> Result
 }
 
 /// Record a pass and prune its job's history to the last `keep` passes.
-fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32) -> Result<()> {
+/// The pass ends now on the store's clock (one clock per store: ages shown
+/// later are judged on it), and started its duration before.
+fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32, clock: &Clock) -> Result<()> {
+    let ended = clock.now_ms;
+    let started = ended.saturating_sub(p.duration_ms.max(0));
     c.exec(
         "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
              duration_ms, exit_code, signal, outcome, waited_ms) \
@@ -362,8 +376,8 @@ fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32) -> Result<()> {
             p.slot.into(),
             p.host.as_str().into(),
             p.pid.into(),
-            p.started_at_ms.into(),
-            p.ended_at_ms.into(),
+            started.into(),
+            ended.into(),
             p.duration_ms.into(),
             p.exit_code.into(),
             p.signal.into(),
@@ -537,7 +551,11 @@ impl<B: Backend> Store for SqlStore<B> {
                 &[key.job.as_str().into(), key.slot.into(), key.token.into()],
             )?;
             if let Some((p, keep)) = pass {
-                insert_pass(c, p, keep)?;
+                let clock = c.clock()?;
+                insert_pass(c, p, keep, &clock)?;
+            }
+            if n > 0 {
+                c.notify_waiters(&key.job)?;
             }
             Ok(n > 0)
         })
@@ -547,7 +565,11 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
             c.lock_job(job)?;
-            evict_in(c, job, ev, &clock)
+            let gone = evict_in(c, job, ev, &clock)?;
+            if gone {
+                c.notify_waiters(job)?;
+            }
+            Ok(gone)
         })
     }
 
@@ -600,7 +622,7 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
             ensure_job(c, &p.job, &clock)?;
-            insert_pass(c, p, keep)
+            insert_pass(c, p, keep, &clock)
         })
     }
 
@@ -711,12 +733,18 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn resume(&mut self, job: Option<&str>, owner: Option<&str>) -> Result<u64> {
         let owner = owner.unwrap_or("");
-        self.backend.write(&mut |c| match job {
-            Some(j) => c.exec(
-                "DELETE FROM pauses WHERE job = $1 AND owner = $2",
-                &[j.into(), owner.into()],
-            ),
-            None => c.exec("DELETE FROM pauses WHERE owner = $1", &[owner.into()]),
+        self.backend.write(&mut |c| {
+            let n = match job {
+                Some(j) => c.exec(
+                    "DELETE FROM pauses WHERE job = $1 AND owner = $2",
+                    &[j.into(), owner.into()],
+                )?,
+                None => c.exec("DELETE FROM pauses WHERE owner = $1", &[owner.into()])?,
+            };
+            if n > 0 {
+                c.notify_waiters(job.unwrap_or(ALL_JOBS))?;
+            }
+            Ok(n)
         })
     }
 

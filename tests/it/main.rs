@@ -7,6 +7,7 @@ mod env;
 mod evidence;
 mod faults;
 mod figures;
+mod fleet;
 mod forged;
 mod generated;
 mod input;

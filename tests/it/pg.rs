@@ -11,9 +11,9 @@ use crate::env::{held_child, kill, script, wait_until, TestEnv};
 
 /// A PostgreSQL server of this test's own, so it can be stopped and started
 /// without disturbing the other tests. Stopped and removed on drop.
-struct OwnServer {
-    url: String,
-    dir: String,
+pub struct OwnServer {
+    pub url: String,
+    pub dir: String,
 }
 
 fn pg_script() -> String {
@@ -21,8 +21,28 @@ fn pg_script() -> String {
 }
 
 impl OwnServer {
-    fn start() -> OwnServer {
-        let out = Command::new(pg_script()).arg("start").output().unwrap();
+    pub fn start() -> OwnServer {
+        OwnServer::start_with(&[])
+    }
+
+    /// `--tls`: TLS with the server's own CA in `DIR/tls`, and the roles
+    /// `jobrun_pw` (password) and `jobrun_cert` (client certificate).
+    pub fn start_with(args: &[&str]) -> OwnServer {
+        OwnServer::launch(args, &[])
+    }
+
+    /// With `vars` for the script, e.g. `PG_MAX_CONNECTIONS`.
+    pub fn start_with_env(vars: &[(&str, &str)]) -> OwnServer {
+        OwnServer::launch(&[], vars)
+    }
+
+    fn launch(args: &[&str], vars: &[(&str, &str)]) -> OwnServer {
+        let out = Command::new(pg_script())
+            .arg("start")
+            .args(args)
+            .envs(vars.iter().copied())
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "{}",
@@ -41,7 +61,7 @@ impl OwnServer {
         }
     }
 
-    fn halt(&self) {
+    pub fn halt(&self) {
         let s = Command::new(pg_script())
             .args(["halt", &self.dir])
             .status()
@@ -49,7 +69,7 @@ impl OwnServer {
         assert!(s.success(), "halt failed");
     }
 
-    fn restart(&self) {
+    pub fn restart(&self) {
         let s = Command::new(pg_script())
             .args(["restart", &self.dir])
             .status()

@@ -690,7 +690,7 @@ fn a_job_name_with_a_bidi_override_is_refused() {
 // ---- 5. Secrets stay secret ----
 
 #[test]
-fn a_libpq_keyword_string_is_refused_without_echo_or_file() {
+fn a_libpq_keyword_string_is_a_postgres_store_never_a_file_or_an_echo() {
     let env = TestEnv::sqlite();
     let listing = || {
         let mut v: Vec<_> = fs::read_dir(env.dir.path())
@@ -701,18 +701,33 @@ fn a_libpq_keyword_string_is_refused_without_echo_or_file() {
         v
     };
     let before = listing();
-    for db in [
-        "host=127.0.0.1 user=jobrun password=hunter2pw dbname=jobs",
-        "password=hunter2pw",
-        "dbname = jobs password = hunter2pw",
+    for (db, says) in [
+        (
+            "host=127.0.0.1 port=1 user=jobrun password=hunter2pw dbname=jobs",
+            "postgres://jobrun@127.0.0.1:1/jobs",
+        ),
+        ("password=hunter2pw", "postgres://127.0.0.1:1/"),
+        (
+            "dbname = jobs password = hunter2pw",
+            "postgres://127.0.0.1:1/jobs",
+        ),
+        (
+            "host=127.0.0.1 port=1 password='hunter2pw' pasword=hunter2pw",
+            "invalid connection option \"pasword\"",
+        ),
     ] {
+        // Nothing listens there: the string is taken as a server, fails to
+        // connect, and says so in one line without its password.
         let out = env
             .cmd(&["run", "j", "--", "touch", "ran"])
             .env("JOBRUN_DB", db)
+            .env("PGHOST", "127.0.0.1")
+            .env("PGPORT", "1")
             .output()
             .unwrap();
-        one_line_refusal(&out, &["key=value", "postgres://"]);
+        one_line_refusal(&out, &[says]);
         assert!(!stderr(&out).contains("hunter2pw"), "{}", stderr(&out));
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2pw"));
     }
     assert_eq!(listing(), before, "a file was created");
 }
