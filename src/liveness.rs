@@ -11,6 +11,7 @@
 //! store transaction.
 
 use std::fs::{self, File, OpenOptions};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -486,21 +487,7 @@ impl Evidence {
             let Some(lock) = self.lock_of(pass_id) else {
                 return Verified::No("its pass id names no lock of this store".into());
             };
-            if probe_lock(&lock) != LockProbe::Held {
-                return Verified::No(format!("pid {pid} does not hold the pass's lock"));
-            }
-            // /proc/locks is read in pieces, and a lock taken or dropped by
-            // another process meanwhile can hide an entry: look again.
-            for _ in 0..3 {
-                if flock_holders(&lock).is_some_and(|h| h.contains(&pid)) {
-                    return Verified::Yes(format!(
-                        "pid {pid} is running and holds the pass's lock"
-                    ));
-                }
-            }
-            return Verified::Cannot(format!(
-                "the pass's lock is held, but not seen held by pid {pid}"
-            ));
+            return verify_lock_holder(&lock, holder.wrapper);
         }
         match runs_jobrun(pid) {
             Some(true) => {}
@@ -526,6 +513,63 @@ impl Evidence {
                 "pid {pid} is running jobrun; its command is held before exec"
             )),
             other => other,
+        }
+    }
+}
+
+/// Whether the kernel lock at `lock` is held by `wrapper`: the lock is
+/// held, the file names the wrapper (pid and start time: a wrapper writes
+/// them when it takes the lock) and belongs to the wrapper's user (a
+/// writer of a shared holders directory cannot make a file of another
+/// user's). A lock file of an earlier jobrun names nobody: for those,
+/// /proc/locks says who holds it (read only then: reading it stalls every
+/// file lock on the machine for a moment).
+fn verify_lock_holder(lock: &Path, wrapper: Proc) -> Verified {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let pid = wrapper.pid;
+    let Some(mut file) = open_regular(None, lock, libc::O_RDONLY) else {
+        return Verified::No("the pass's lock is missing".into());
+    };
+    // SAFETY: flock on an fd we own; dropped with the file.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        return Verified::No(format!(
+            "pid {pid} does not hold the pass's lock (it is free)"
+        ));
+    }
+    let mut text = String::new();
+    let _ = (&mut file).take(64).read_to_string(&mut text);
+    let named: Option<(i32, u64)> = {
+        let mut f = text.split_whitespace();
+        match (f.next().map(str::parse), f.next().map(str::parse)) {
+            (Some(Ok(p)), Some(Ok(s))) => Some((p, s)),
+            _ => None,
+        }
+    };
+    match named {
+        Some(named) if named != (wrapper.pid, wrapper.start) => Verified::No(format!(
+            "the pass's lock is held by another process, not pid {pid}"
+        )),
+        Some(_) => {
+            let owner = file.metadata().map(|m| m.uid()).ok();
+            let runs_as = fs::metadata(format!("/proc/{pid}")).map(|m| m.uid()).ok();
+            if owner.is_some() && owner == runs_as {
+                Verified::Yes(format!("pid {pid} is running and holds the pass's lock"))
+            } else {
+                Verified::No(format!("the pass's lock is not a file of pid {pid}'s user"))
+            }
+        }
+        None => {
+            for _ in 0..3 {
+                if flock_holders(lock).is_some_and(|h| h.contains(&pid)) {
+                    return Verified::Yes(format!(
+                        "pid {pid} is running and holds the pass's lock"
+                    ));
+                }
+            }
+            Verified::Cannot(format!(
+                "the pass's lock is held, but not seen held by pid {pid}"
+            ))
         }
     }
 }
@@ -826,6 +870,10 @@ impl HolderLock {
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // Who holds it, for a judge to compare with the row: read, never
+        // trusted alone (the file must also be held, and be its holder's).
+        let me = this_process();
+        (&file).write_all(format!("{} {}\n", me.pid, me.start).as_bytes())?;
         Ok(HolderLock { dir: d, name, file })
     }
 }
@@ -959,6 +1007,30 @@ mod tests {
         assert_eq!(v.liveness, Liveness::Unknown, "{v}");
         let v = judge(&holder_of(gone, Some(gone)));
         assert_eq!(v.liveness, Liveness::Dead, "{v}");
+    }
+
+    #[test]
+    fn a_lock_proves_its_holder_only_when_it_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let holders = dir.path().join("holders");
+        let lock = HolderLock::take(&holders, "0000000000b1", (0o600, 0o700)).unwrap();
+        let path = holders.join("0000000000b1.lock");
+        let me = this_process();
+        assert!(matches!(verify_lock_holder(&path, me), Verified::Yes(_)));
+        let other = Proc { pid: 1, start: 1 };
+        assert!(matches!(verify_lock_holder(&path, other), Verified::No(_)));
+        drop(lock);
+        // A lock file an earlier jobrun left (it names nobody), held by this
+        // process: /proc/locks says who holds it.
+        let legacy = holders.join("0000000000b2.lock");
+        let file = File::create(&legacy).unwrap();
+        assert!(matches!(verify_lock_holder(&legacy, me), Verified::No(_)));
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert!(matches!(verify_lock_holder(&legacy, me), Verified::Yes(_)));
+        assert!(!matches!(
+            verify_lock_holder(&legacy, other),
+            Verified::Yes(_)
+        ));
     }
 
     #[test]

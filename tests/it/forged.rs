@@ -212,7 +212,20 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
         Some(w),
         60_000,
     );
-    for job in ["forged-invalid", "forged-other", "forged-dead"] {
+    // The real pass's own id, with a stranger as its wrapper and command.
+    let stranger = Stranger::start(env);
+    let s = (stranger.pid, stranger.start);
+    let real_id = env.job("victim")["slots"][0]["pass_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    forge_lease(env, "forged-theirs", &real_id, s, Some(s), 60_000);
+    for job in [
+        "forged-invalid",
+        "forged-other",
+        "forged-dead",
+        "forged-theirs",
+    ] {
         let s = env.job(job)["slots"][0].clone();
         assert_ne!(s["verdict"]["liveness"], "alive", "{job}: {s}");
     }
@@ -221,6 +234,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
         "forged-invalid",
         "forged-other",
         "forged-dead",
+        "forged-theirs",
         "--kill-after",
         "1s",
         "--wait",
@@ -233,6 +247,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
         alive(w.0) && alive(c.0),
         "the real pass was signalled: {said}"
     );
+    assert!(alive(stranger.pid), "the stranger was signalled: {said}");
     assert!(!env.path("victim.termed").exists(), "{said}");
     assert_eq!(env.job("victim")["slots"][0]["state"], "running");
     fs::write(env.path("victim.stop"), "").unwrap();
