@@ -254,6 +254,43 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
     assert_eq!(env.wait_exit(victim.wrapper, BOUND), Some(0));
 }
 
+/// A lock file another user planted in a shared holders directory, held
+/// and naming a real pass's wrapper, proves nothing: the lock of a pass is
+/// a file of its wrapper's user.
+#[test]
+fn a_planted_lock_naming_another_users_wrapper_proves_nothing() {
+    let Some(user) = crate::security::TempUser::create("lk") else {
+        return;
+    };
+    let env = TestEnv::sqlite();
+    let victim = start_pass(&env, "victim", "victim", "60s", &[]);
+    let w = (victim.wrapper as i32, start_of(victim.wrapper as i32));
+    let c = (victim.child, start_of(victim.child));
+    let planted = std::path::PathBuf::from(format!("{}.holders/0000000000fa.lock", env.db));
+    fs::write(&planted, format!("{} {}\n", w.0, w.1)).unwrap();
+    user.owns(&planted);
+    let held = fs::File::open(&planted).unwrap();
+    // SAFETY: flock on a file the test opened.
+    assert_eq!(
+        unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&held),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        },
+        0
+    );
+    forge_lease(&env, "planted", "0000000000fa", w, Some(c), 60_000);
+    let out = env.run(&["stop-due", "planted", "--wait", "2s", "--kill-after", "1s"]);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(said.contains("signaled 0 in-flight"), "{said}");
+    assert!(alive(w.0) && alive(c.0), "{said}");
+    assert!(!env.path("victim.termed").exists(), "{said}");
+    drop(held);
+    fs::write(env.path("victim.stop"), "").unwrap();
+    assert_eq!(env.wait_exit(victim.wrapper, BOUND), Some(0));
+}
+
 /// A row whose instants no calendar can write (year 10000 and on) is shown
 /// raw: status and a skipping run never panic on it.
 fn instants_past_year_9999_are_shown_raw(env: &TestEnv) {

@@ -35,13 +35,13 @@ fn hash(p: &std::path::Path) -> (usize, u64) {
 
 /// A throwaway unprivileged user, removed when dropped (even when the test
 /// fails). `None` (with the reason printed) when not root.
-struct TempUser {
+pub struct TempUser {
     name: String,
     uid: u32,
 }
 
 impl TempUser {
-    fn create(tag: &str) -> Option<TempUser> {
+    pub fn create(tag: &str) -> Option<TempUser> {
         if !is_root() {
             eprintln!("skipped: creating a second user to own planted files needs root");
             return None;
@@ -62,7 +62,7 @@ impl TempUser {
     }
 
     /// Give `p` (not following a symlink) to this user.
-    fn owns(&self, p: &std::path::Path) {
+    pub fn owns(&self, p: &std::path::Path) {
         let st = Command::new("chown")
             .args(["-h", &self.name])
             .arg(p)
