@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use crate::cli::ClearArgs;
-use crate::cmd::{evidence, holder_name, judged};
+use crate::cmd::{evidence, holder_name, judged, queued_pass};
 use crate::exit;
 use crate::lease::{decide, decide_waiter, Decision, FreeReason, WaiterDecision};
 use crate::liveness::{remove_stale_lock, Liveness};
@@ -71,18 +71,12 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
         let WaiterDecision::Remove { only_if_lapsed } = decide_waiter(&w, v.liveness) else {
             continue;
         };
-        let head = format!(
-            "{} queued pass {} of {}:{} ({})",
-            escape(&w.job),
-            escape(&w.pass_id),
-            escape(&w.holder.host),
-            w.holder.wrapper.pid,
-            escape(&v.to_string())
-        );
+        let head = format!("{} {}", escape(&w.job), queued_pass(&w, &v));
         if a.dry_run {
             println!("{head}: would remove from the queue");
             ghosts += 1;
         } else if store.remove_waiter(w.id, only_if_lapsed)? {
+            crate::wake::remove_stale(&spec, &w.pass_id);
             println!("{head}: removed from the queue");
             ghosts += 1;
         }

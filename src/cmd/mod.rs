@@ -37,3 +37,15 @@ pub fn judged(leases: Vec<LeaseRow>, evidence: &Evidence) -> Vec<(LeaseRow, Verd
 pub fn holder_name(l: &LeaseRow) -> String {
     format!("{}:{}", escape(&l.holder.host), l.holder.wrapper.pid)
 }
+
+/// A queue row with its verdict, as every command shows it:
+/// `queued pass ID of host:pid (verdict)`.
+pub fn queued_pass(w: &crate::lease::WaiterRow, v: &Verdict) -> String {
+    format!(
+        "queued pass {} of {}:{} ({})",
+        escape(&w.pass_id),
+        escape(&w.holder.host),
+        w.holder.wrapper.pid,
+        escape(&v.to_string())
+    )
+}

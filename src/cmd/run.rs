@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
-use crate::cmd::{evidence, holder_name, judged};
+use crate::cmd::{evidence, holder_name, judged, queued_pass};
 use crate::exit;
 use crate::lease::{
     decide, decide_waiter, renew_interval, Decision, Eviction, FreeReason, Holder, LeaseKey,
@@ -805,14 +805,7 @@ impl Pass {
             };
             if gone {
                 crate::wake::remove_stale(&self.spec, &w.pass_id);
-                say!(
-                    "{}: removed queued pass {} of {}:{} ({})",
-                    escape(&w.job),
-                    escape(&w.pass_id),
-                    escape(&w.holder.host),
-                    w.holder.wrapper.pid,
-                    escape(&v.to_string())
-                );
+                say!("{}: removed {}", escape(&w.job), queued_pass(w, &v));
                 removed += 1;
             }
         }
