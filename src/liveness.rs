@@ -302,7 +302,7 @@ impl Evidence {
             Sight::OtherHost => {
                 return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host))
             }
-            Sight::Pids => return judge_by_pids(self, holder, pass_id),
+            Sight::Pids => return judge_by_pids(self, holder, pass_id, Row::Lease),
             Sight::OtherNamespace => {}
         }
         // Same kernel, another PID namespace (a container): the pids mean
@@ -336,14 +336,10 @@ impl Evidence {
     /// recorded wrapper is a live process that is not that pass's jobrun
     /// wrapper is a ghost (dead): a waiter has no command that could run on.
     pub fn judge_waiter(&self, holder: &Holder, pass_id: &str) -> Verdict {
-        if self.sight(holder) == Sight::Pids {
-            if let ProcState::Running = read_proc(holder.wrapper) {
-                if let Verified::No(why) = self.verify_wrapper(holder, pass_id) {
-                    return Verdict::new(Liveness::Dead, format!("ghost: wrapper {why}"));
-                }
-            }
+        match self.sight(holder) {
+            Sight::Pids => judge_by_pids(self, holder, pass_id, Row::Waiter),
+            _ => self.judge(holder, pass_id),
         }
-        self.judge(holder, pass_id)
     }
 }
 
@@ -589,8 +585,7 @@ pub fn verify_member(pid: i32, pass_id: &str) -> Verified {
 
 /// The running members of group `pgid` that belong to pass `pass_id`, and
 /// whether any member could not be inspected.
-fn pass_members(pgid: i32, pass_id: &str, members: &[i32]) -> (Vec<i32>, bool) {
-    let _ = pgid;
+fn pass_members(pass_id: &str, members: &[i32]) -> (Vec<i32>, bool) {
     let mut ours = vec![];
     let mut unsure = false;
     for &m in members {
@@ -603,7 +598,14 @@ fn pass_members(pgid: i32, pass_id: &str, members: &[i32]) -> (Vec<i32>, bool) {
     (ours, unsure)
 }
 
-fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str) -> Verdict {
+/// Which kind of row a holder was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Row {
+    Lease,
+    Waiter,
+}
+
+fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str, row: Row) -> Verdict {
     let lock = evidence.lock_of(pass_id);
     let lock = lock.as_deref();
     let w = holder.wrapper;
@@ -614,7 +616,11 @@ fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str) -> Verdict
                 return Verdict::new(Liveness::Alive, why)
             }
             // A live process that is not this pass's wrapper: the row does
-            // not say who holds the slot.
+            // not say who holds the slot; a queue row that names one is a
+            // ghost (a waiter has no command that could run on).
+            Verified::No(why) if row == Row::Waiter => {
+                return Verdict::new(Liveness::Dead, format!("ghost: wrapper {why}"))
+            }
             Verified::No(why) => (Liveness::Unknown, format!("wrapper {why}")),
             Verified::Cannot(why) => (Liveness::Unknown, format!("wrapper {why}")),
         },
@@ -652,7 +658,7 @@ fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str) -> Verdict
     // process means the group emptied first.
     let group_verdict = match child_state {
         ProcState::Gone | ProcState::Exited => match group(child.pid) {
-            Group::Runs(members) => match pass_members(child.pid, pass_id, &members) {
+            Group::Runs(members) => match pass_members(pass_id, &members) {
                 (ours, _) if !ours.is_empty() => {
                     return Verdict::orphaned(format!(
                         "wrapper pid {} and child pid {} are gone but pid {} of its process \
