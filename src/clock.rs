@@ -48,9 +48,11 @@ pub fn check_skew() -> anyhow::Result<()> {
     parse_skew().map(|_| ()).map_err(anyhow::Error::msg)
 }
 
-/// Milliseconds to add to the wall clock (`JOBRUN_CLOCK_SKEW`).
+/// Milliseconds to add to the wall clock (`JOBRUN_CLOCK_SKEW`), read once
+/// per process: the wall clock is read in every store transaction.
 pub fn skew_ms() -> i64 {
-    parse_skew().unwrap_or(0)
+    static SKEW: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *SKEW.get_or_init(|| parse_skew().unwrap_or(0))
 }
 
 /// This host's wall clock, in Unix milliseconds.
