@@ -394,18 +394,33 @@ fn max_hold_never_judged_on_a_jumping_clock(env: &TestEnv) {
         let out = c.envs(skewed).output().unwrap();
         (out.status.code(), text(&out.stderr))
     };
+    // `jobrun run --lease 3s --max-hold MAX JOB` of a command that runs
+    // until `<name>.stop` exists; returns once the command runs.
+    let start_holder = |name: &str, job: &str, max_hold: &str| {
+        let cmd = script(
+            env,
+            &format!("{name}.sh"),
+            &format!("echo $$ > {name}.pid; while [ ! -e {name}.stop ]; do sleep 0.05; done"),
+        );
+        let wrapper = env.start(
+            name,
+            &[
+                "run",
+                "--lease",
+                "3s",
+                "--max-hold",
+                max_hold,
+                job,
+                "--",
+                &cmd,
+            ],
+        );
+        assert!(env.wait_for_file(&format!("{name}.pid"), START));
+        wrapper
+    };
     // A live holder well within its max hold of one hour, seen from two
     // hours ahead.
-    let cmd = script(
-        env,
-        "live.sh",
-        "echo $$ > live.pid; while [ ! -e live.stop ]; do sleep 0.05; done",
-    );
-    let live = env.start(
-        "live",
-        &["run", "--lease", "3s", "--max-hold", "1h", "j", "--", &cmd],
-    );
-    assert!(env.wait_for_file("live.pid", START));
+    let live = start_holder("live", "j", "1h");
     assert!(wait_until(START, || env.held("j") == 1));
     let (code, err) = rival("j", "rival1");
     assert_eq!(
@@ -417,16 +432,7 @@ fn max_hold_never_judged_on_a_jumping_clock(env: &TestEnv) {
 
     // A live holder past its max hold: it stops renewing, and keeps its
     // slot until its lease has run out.
-    let cmd = script(
-        env,
-        "hold.sh",
-        "echo $$ > hold.pid; while [ ! -e hold.stop ]; do sleep 0.05; done",
-    );
-    let holder = env.start(
-        "hold",
-        &["run", "--lease", "3s", "--max-hold", "3s", "h", "--", &cmd],
-    );
-    assert!(env.wait_for_file("hold.pid", START));
+    let holder = start_holder("hold", "h", "3s");
     assert!(
         wait_until(START, || env
             .stderr_of("hold")
