@@ -12,7 +12,6 @@ pub mod cmd;
 pub mod exit;
 pub mod lease;
 pub mod liveness;
-pub mod notify;
 pub mod renewer;
 pub mod report;
 pub mod settings;
@@ -20,7 +19,6 @@ pub mod spawn;
 pub mod store;
 pub mod supervise;
 pub mod trust;
-pub mod wake;
 
 use clap::Parser;
 

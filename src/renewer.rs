@@ -7,15 +7,15 @@
 //! has passed unrenewed, or at once when the row is no longer ours. Past the
 //! max hold it stops renewing and lets the lease lapse. Whatever ends it is
 //! logged once and reported to its owner exactly once.
+//!
+//! Time reaches the rules through a `Ticker`: a pass's renewer waits on its
+//! owner's stop channel; the tests drive a clock of their own.
 
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::lease::LeaseKey;
 use crate::say;
-use crate::store::{StoreError, StorePin, StoreSpec};
 
 /// What one renewal attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl Renewer {
         let handle = std::thread::Builder::new()
             .name("jobrun-renewer".into())
             .spawn(move || {
-                let exit = renew_until_done(&mut target, &cfg, &stopped);
+                let exit = renew_until_done(&mut target, &cfg, &mut StopChannel(stopped));
                 if exit != RenewerExit::Stopped {
                     on_exit(exit);
                 }
@@ -87,18 +87,44 @@ impl Renewer {
     }
 }
 
-fn renew_until_done<R: Renewable>(
+/// The renewer's clock: how it waits for the next tick and what time it
+/// is.
+pub trait Ticker {
+    /// Wait `interval`: `false` when the owner stopped the renewer meanwhile.
+    fn wait(&mut self, interval: Duration) -> bool;
+    fn now(&self) -> Instant;
+}
+
+/// A pass's ticker: the monotonic clock, and a channel its owner stops it
+/// through (a dropped sender stops it too).
+struct StopChannel(Receiver<()>);
+
+impl Ticker for StopChannel {
+    fn wait(&mut self, interval: Duration) -> bool {
+        matches!(
+            self.0.recv_timeout(interval),
+            Err(RecvTimeoutError::Timeout)
+        )
+    }
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Renew `target` each tick until the owner stops it, the lease is lost or
+/// max hold is reached.
+pub fn renew_until_done<R: Renewable, T: Ticker>(
     target: &mut R,
     cfg: &RenewerConfig,
-    stopped: &mpsc::Receiver<()>,
+    ticker: &mut T,
 ) -> RenewerExit {
     let mut last_renewed = cfg.taken;
     loop {
-        match stopped.recv_timeout(cfg.interval) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return RenewerExit::Stopped,
-            Err(RecvTimeoutError::Timeout) => {}
+        if !ticker.wait(cfg.interval) {
+            return RenewerExit::Stopped;
         }
-        if cfg.taken.elapsed() >= cfg.max_hold {
+        let now = ticker.now();
+        if now.saturating_duration_since(cfg.taken) >= cfg.max_hold {
             say!(
                 "{}: max hold {} reached; renewals stop and the lease will lapse",
                 cfg.label,
@@ -107,7 +133,7 @@ fn renew_until_done<R: Renewable>(
             return RenewerExit::MaxHold;
         }
         match target.renew() {
-            Ok(Renewal::Renewed) => last_renewed = Instant::now(),
+            Ok(Renewal::Renewed) => last_renewed = ticker.now(),
             Ok(Renewal::NotOurs) => {
                 say!(
                     "{}: lease lost: the lock is no longer ours (cleared or taken over)",
@@ -120,7 +146,7 @@ fn renew_until_done<R: Renewable>(
                 return RenewerExit::LeaseLost;
             }
             Err(e) => {
-                if last_renewed.elapsed() >= cfg.lease {
+                if ticker.now().saturating_duration_since(last_renewed) >= cfg.lease {
                     say!(
                         "{}: lease lost: not renewed for a whole window ({}); last error: {e:#}",
                         cfg.label,
@@ -137,115 +163,13 @@ fn renew_until_done<R: Renewable>(
     }
 }
 
-/// What the store renews: a running pass's lease or a queued waiter's row.
-#[derive(Debug, Clone)]
-pub enum Held {
-    Lease(LeaseKey),
-    Waiter {
-        id: i64,
-        job: String,
-        pass_id: String,
-    },
-}
-
-/// From this renewal interval on (a lease of 30 s or more), a renewer on a
-/// PostgreSQL store connects, renews and disconnects at each tick instead of
-/// holding a server connection for the whole pass: a fleet's passes then
-/// cost the server connections only while they renew.
-pub const CONNECT_PER_RENEWAL: Duration = Duration::from_secs(10);
-
-/// A lease in a store, renewed on a connection of its own that is dropped
-/// after a failure and reopened on the next tick.
-pub struct StoreLease {
-    spec: StoreSpec,
-    store: Option<Box<dyn crate::store::Store>>,
-    held: Held,
-    lease: Duration,
-    pin: Arc<StorePin>,
-}
-
-impl StoreLease {
-    pub fn new(spec: StoreSpec, held: Held, lease: Duration, pin: Arc<StorePin>) -> StoreLease {
-        StoreLease {
-            spec,
-            store: None,
-            held,
-            lease,
-            pin,
-        }
-    }
-
-    fn try_renew(&mut self) -> Result<Renewal, StoreError> {
-        // Checked before any connection is opened: a reconnect must never
-        // find (or make) a new store at the same path.
-        if let Err(why) = self.pin.check_file() {
-            return Ok(Renewal::StoreLost(why));
-        }
-        let store = match &mut self.store {
-            Some(s) => s,
-            None => self.store.insert(
-                self.spec
-                    .open_for_renewal(crate::lease::renew_interval(self.lease))?,
-            ),
-        };
-        if let Err(why) = self.pin.check(store.as_mut())? {
-            return Ok(Renewal::StoreLost(why));
-        }
-        let ours = renew_on(&self.held, self.lease, store.as_mut());
-        // A renewal interval this long costs the server more as a held
-        // connection than as a new one each tick.
-        if self.spec.reach() == crate::liveness::StoreReach::Fleet
-            && crate::lease::renew_interval(self.lease) >= CONNECT_PER_RENEWAL
-        {
-            self.store = None;
-        }
-        Ok(if ours? {
-            Renewal::Renewed
-        } else {
-            Renewal::NotOurs
-        })
-    }
-}
-
-/// Renew what `held` names on `store`: whether it is still ours.
-fn renew_on(
-    held: &Held,
-    lease: Duration,
-    store: &mut dyn crate::store::Store,
-) -> Result<bool, StoreError> {
-    Ok(match held {
-        Held::Lease(key) => store.renew(key, lease)?,
-        Held::Waiter { id, job, pass_id } => {
-            store.renew_waiter(*id, lease)? || {
-                // Promoted between two ticks: the row became this
-                // pass's lease, which is not lost; the owner stops
-                // this renewer.
-                let leases = store.leases(std::slice::from_ref(job))?;
-                leases.iter().any(|l| &l.pass_id == pass_id)
-            }
-        }
-    })
-}
-
-impl Renewable for StoreLease {
-    fn renew(&mut self) -> anyhow::Result<Renewal> {
-        match self.try_renew() {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                // A fresh connection next tick: a dropped one never recovers.
-                self.store = None;
-                Err(e.into())
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
-    /// A fake lease: counts renewals and follows a script of answers.
+    /// A fake lease: counts renewals and follows a script of answers
+    /// (`None`: the renewal fails).
     #[derive(Clone, Default)]
     struct FakeLease {
         calls: Arc<Mutex<u32>>,
@@ -280,150 +204,131 @@ mod tests {
         }
     }
 
+    /// A clock the test moves: each wait advances it by the interval, and
+    /// the owner stops the renewer after `ticks` waits.
+    struct Manual {
+        now: Instant,
+        ticks: u32,
+    }
+
+    impl Ticker for Manual {
+        fn wait(&mut self, interval: Duration) -> bool {
+            if self.ticks == 0 {
+                return false;
+            }
+            self.ticks -= 1;
+            self.now += interval;
+            true
+        }
+        fn now(&self) -> Instant {
+            self.now
+        }
+    }
+
     const TICK: Duration = Duration::from_millis(20);
     const LEASE: Duration = Duration::from_millis(150);
 
-    fn cfg(max_hold: Duration) -> RenewerConfig {
-        RenewerConfig {
+    /// Run the renewer's loop on a manual clock for at most `ticks` ticks:
+    /// how it ended and how many renewals it tried.
+    fn run(fake: &FakeLease, max_hold: Duration, ticks: u32) -> (RenewerExit, u32) {
+        let start = Instant::now();
+        let cfg = RenewerConfig {
             label: "test".into(),
             interval: TICK,
             lease: LEASE,
             max_hold,
-            taken: Instant::now(),
-        }
+            taken: start,
+        };
+        let mut ticker = Manual { now: start, ticks };
+        let exit = renew_until_done(&mut fake.clone(), &cfg, &mut ticker);
+        (exit, fake.calls())
     }
 
-    fn exits() -> (
-        Arc<Mutex<Vec<RenewerExit>>>,
-        impl FnOnce(RenewerExit) + Send,
-    ) {
-        let seen = Arc::new(Mutex::new(vec![]));
-        let sink = seen.clone();
-        (seen, move |e| sink.lock().unwrap().push(e))
-    }
-
-    fn wait_for_exit(seen: &Arc<Mutex<Vec<RenewerExit>>>, within: Duration) -> Vec<RenewerExit> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if !seen.lock().unwrap().is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        seen.lock().unwrap().clone()
-    }
+    const LONG: Duration = Duration::from_secs(60);
 
     #[test]
-    fn renews_every_interval_until_its_owner_stops_it() {
+    fn renews_every_tick_until_its_owner_stops_it() {
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
-        let (seen, on_exit) = exits();
-        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_secs(60)), on_exit).unwrap();
-        // Wait until ten renewals happened, then check the time it took.
-        let start = Instant::now();
-        while fake.calls() < 10 && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let took = start.elapsed();
-        assert_eq!(r.stop(), RenewerExit::Stopped);
-        // Ten ticks of 20 ms: at least 180 ms (a tick may move by one), and
-        // not wildly more on a loaded machine.
-        assert!(
-            took >= Duration::from_millis(180),
-            "10 renewals in {took:?}"
-        );
-        assert!(
-            took < Duration::from_millis(1000),
-            "10 renewals in {took:?}"
-        );
-        let after = fake.calls();
-        std::thread::sleep(TICK * 3);
-        assert_eq!(fake.calls(), after, "no renewal after stop");
-        assert!(
-            seen.lock().unwrap().is_empty(),
-            "owner's stop is not reported"
-        );
+        assert_eq!(run(&fake, LONG, 10), (RenewerExit::Stopped, 10));
     }
 
     #[test]
     fn a_row_no_longer_ours_is_lost_at_once() {
         let fake = FakeLease::answering(Some(Renewal::NotOurs), vec![Some(Renewal::Renewed)]);
-        let (seen, on_exit) = exits();
-        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_secs(60)), on_exit).unwrap();
-        assert_eq!(
-            wait_for_exit(&seen, Duration::from_secs(2)),
-            vec![RenewerExit::LeaseLost]
-        );
-        assert_eq!(r.stop(), RenewerExit::LeaseLost);
-        assert_eq!(fake.calls(), 2);
+        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 2));
+    }
+
+    #[test]
+    fn a_lost_store_loses_the_lease_at_once() {
+        let gone = Renewal::StoreLost("the store file was deleted".into());
+        let fake = FakeLease::answering(Some(gone), vec![]);
+        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 1));
     }
 
     #[test]
     fn max_hold_stops_renewing() {
+        // Ticks at 20, 40, 60 and 80 ms renew; the one at 100 ms stops.
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
-        let (seen, on_exit) = exits();
-        let started = Instant::now();
-        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_millis(100)), on_exit).unwrap();
         assert_eq!(
-            wait_for_exit(&seen, Duration::from_secs(2)),
-            vec![RenewerExit::MaxHold]
+            run(&fake, Duration::from_millis(100), 100),
+            (RenewerExit::MaxHold, 4)
         );
-        assert!(started.elapsed() >= Duration::from_millis(100));
-        assert_eq!(r.stop(), RenewerExit::MaxHold);
-        // 100 ms of 20 ms ticks: 4 renewals, give or take one.
-        assert!((3..=5).contains(&fake.calls()), "{} renewals", fake.calls());
     }
 
     #[test]
     fn one_failed_renewal_is_retried_and_the_lease_kept() {
+        // Thirty ticks (600 ms, four windows) with one failure among them.
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![None]);
-        let (seen, on_exit) = exits();
-        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_secs(60)), on_exit).unwrap();
-        let start = Instant::now();
-        // Run well past one window: a single failure must not lose the lease.
-        while start.elapsed() < LEASE * 3 && seen.lock().unwrap().is_empty() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(
-            seen.lock().unwrap().is_empty(),
-            "lease lost after one failure"
-        );
-        assert!(fake.calls() >= 10, "{} renewals", fake.calls());
-        assert_eq!(r.stop(), RenewerExit::Stopped);
+        assert_eq!(run(&fake, LONG, 30), (RenewerExit::Stopped, 30));
     }
 
     #[test]
     fn a_window_counts_from_the_last_good_renewal() {
         // Good renewals for 10 ticks (200 ms, past one 150 ms window), then
-        // one failure: the window runs from the last success, so the lease
-        // is kept.
+        // six failures (120 ms): the window runs from the last success, so
+        // the lease is kept; a seventh and eighth (160 ms) lose it.
         let mut first = vec![Some(Renewal::Renewed); 10];
-        first.push(None);
-        let fake = FakeLease::answering(Some(Renewal::Renewed), first);
-        let (seen, on_exit) = exits();
-        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_secs(60)), on_exit).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while fake.calls() < 14 && seen.lock().unwrap().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(seen.lock().unwrap().is_empty(), "lost after one failure");
-        assert!(fake.calls() >= 14, "{} renewals", fake.calls());
-        assert_eq!(r.stop(), RenewerExit::Stopped);
+        first.extend(vec![None; 6]);
+        let fake = FakeLease::answering(Some(Renewal::Renewed), first.clone());
+        assert_eq!(run(&fake, LONG, 20), (RenewerExit::Stopped, 20));
+        let fake = FakeLease::answering(None, first);
+        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 18));
     }
 
     #[test]
     fn failures_for_a_whole_window_lose_the_lease() {
+        // Lost at the first tick at or past 150 ms: the eighth (160 ms).
         let fake = FakeLease::answering(None, vec![]);
-        let (seen, on_exit) = exits();
-        let start = Instant::now();
-        let r = Renewer::spawn(fake.clone(), cfg(Duration::from_secs(60)), on_exit).unwrap();
-        assert_eq!(
-            wait_for_exit(&seen, Duration::from_secs(2)),
-            vec![RenewerExit::LeaseLost]
-        );
-        let took = start.elapsed();
-        // Lost at the first tick at or past 150 ms: 8 ticks, give or take one.
-        assert!(took >= LEASE, "lost after {took:?}");
-        assert!((7..=9).contains(&fake.calls()), "{} attempts", fake.calls());
+        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 8));
+    }
+
+    /// The thread: a loss is reported to its owner once; the owner's stop
+    /// is not reported at all.
+    #[test]
+    fn the_thread_reports_a_loss_once_and_an_owners_stop_never() {
+        let cfg = |interval| RenewerConfig {
+            label: "test".into(),
+            interval,
+            lease: LEASE,
+            max_hold: LONG,
+            taken: Instant::now(),
+        };
+        let (sink, seen) = mpsc::channel();
+        let fake = FakeLease::answering(Some(Renewal::NotOurs), vec![]);
+        let r = Renewer::spawn(fake, cfg(Duration::from_millis(1)), move |e| {
+            sink.send(e).unwrap()
+        })
+        .unwrap();
+        let reported = seen.recv_timeout(Duration::from_secs(10));
+        assert_eq!(reported, Ok(RenewerExit::LeaseLost));
         assert_eq!(r.stop(), RenewerExit::LeaseLost);
+        assert!(seen.try_recv().is_err(), "reported once");
+
+        let (sink, seen) = mpsc::channel();
+        let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
+        let r = Renewer::spawn(fake.clone(), cfg(LONG), move |e| sink.send(e).unwrap()).unwrap();
+        assert_eq!(r.stop(), RenewerExit::Stopped);
+        assert_eq!(fake.calls(), 0, "stopped before its first tick");
+        assert!(seen.try_recv().is_err(), "an owner's stop is not reported");
     }
 }

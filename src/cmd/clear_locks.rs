@@ -76,7 +76,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
             println!("{head}: would remove from the queue");
             ghosts += 1;
         } else if store.remove_waiter(w.id, only_if_lapsed)? {
-            crate::wake::remove_stale(&spec, &w.pass_id);
+            crate::cmd::run::wake::remove_stale(&spec, &w.pass_id);
             println!("{head}: removed from the queue");
             ghosts += 1;
         }

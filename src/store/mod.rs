@@ -11,11 +11,14 @@ use std::time::Duration;
 
 use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, WaiterRow};
 use crate::liveness::StoreReach;
+use crate::renewer::Renewal;
 
+mod handle;
 mod pgconn;
 mod pgtls;
 pub mod postgres;
 mod sql;
+pub use handle::{Held, StoreHandle, StoreLease, KEEP_AFTER_START};
 pub use sql::ALL_JOBS;
 pub mod sqlite;
 
@@ -121,20 +124,21 @@ impl StoreSpec {
         }
     }
 
-    /// A connection for a renewer ticking every `interval`: a busy SQLite
-    /// store fails the tick after at most one interval, so the next tick
-    /// tries again well inside the window instead of one wait eating it.
-    pub fn open_for_renewal(&self, interval: Duration) -> Result<Box<dyn Store>> {
+    /// Reopen a store a pass already opened (and pinned): never creates
+    /// one, and waits at most `patience` for a busy SQLite store or a full
+    /// PostgreSQL server. On PostgreSQL it only connects: the schema was
+    /// checked when the pass began.
+    pub fn reopen(&self, patience: Duration) -> Result<Box<dyn Store>> {
         match self {
-            StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open_with(
+            StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open_opts(
                 p,
                 *mode,
-                interval.min(sqlite::BUSY_TIMEOUT),
+                patience.min(sqlite::BUSY_TIMEOUT),
+                false,
             )?)),
-            // A full server is retried for at most half a tick.
-            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_within(
+            StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::connect(
                 url,
-                (interval / 2).min(postgres::TOO_MANY_CLIENTS_BUDGET),
+                patience.min(postgres::TOO_MANY_CLIENTS_BUDGET),
             )?)),
         }
     }
@@ -320,6 +324,9 @@ pub trait Store: Send {
     /// schema got at creation). `None` where the file itself is the
     /// identity (SQLite: see `StorePin`).
     fn identity(&mut self) -> Result<Option<String>>;
+    /// Renew what `held` names, if the store is still the one `pin` names
+    /// and the row still ours.
+    fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal>;
 }
 
 /// The store a pass started with. A holder whose store was deleted or
@@ -397,12 +404,17 @@ impl StorePin {
         match self {
             StorePin::File { .. } => Ok(self.check_file()),
             StorePin::Database(id) => Ok(match store.identity()? {
-                Some(now) if now != *id => Err(format!(
-                    "the database is not the one this pass started with ({now}, was {id}): it \
-                     was dropped and re-created, or the address now names another server"
-                )),
+                Some(now) if now != *id => Err(StorePin::another_database(&now, id)),
                 _ => Ok(()),
             }),
         }
+    }
+
+    /// Why a database whose identity is now `now` is not the pinned `was`.
+    pub fn another_database(now: &str, was: &str) -> String {
+        format!(
+            "the database is not the one this pass started with ({now}, was {was}): it was \
+             dropped and re-created, or the address now names another server"
+        )
     }
 }

@@ -6,17 +6,18 @@
 //! (`SELECT ... FOR UPDATE`), and a dead server cannot hang a caller: every
 //! connection has a connect timeout and a statement timeout.
 
-use std::collections::HashMap;
 use std::error::Error as _;
 use std::time::Duration;
 
+use postgres::error::SqlState;
 use postgres::types::{IsNull, ToSql, Type};
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, SimpleQueryMessage};
 
 use super::pgconn::ConnParams;
 
 use super::sql::{Backend, Clock, Conn, SqlStore, Value};
-use super::{Result, StoreError};
+use super::{Held, Result, StoreError, StorePin};
+use crate::renewer::Renewal;
 
 /// A dead or unreachable server must fail a tick well inside one lease
 /// window (the shortest lease is 3 s, the renew interval 1 s).
@@ -124,6 +125,19 @@ ALTER TABLE pauses ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE pauses DROP CONSTRAINT pauses_pkey;
 ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
 "#;
+
+/// The server's clock in milliseconds: one clock for a fleet.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// The database's identity (`Store::identity`): the cluster's system
+/// identifier and the stamp the schema got at creation.
+const IDENTITY: &str = "(SELECT system_identifier::text FROM pg_control_system()) || '/' || stamp";
+
+/// `s` as an SQL string literal. The escape-string form reads the same
+/// whatever the server's `standard_conforming_strings`.
+fn literal(s: &str) -> String {
+    format!("E'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
 
 /// Query parameters of a connection URL that hold a secret.
 const SECRET_PARAMS: &[&str] = &["password", "sslpassword"];
@@ -287,8 +301,6 @@ pub fn looks_like_keyword_string(db: &str) -> bool {
 pub struct PgBackend {
     client: Client,
     shown: String,
-    /// The cluster's system identifier, where the role may read it.
-    system_id: String,
     /// Secrets of the connection (wherever they came from), scrubbed from
     /// every message.
     secrets: Vec<String>,
@@ -330,6 +342,14 @@ impl PgStore {
     /// As `open_within`; with `create` false, a database without jobrun's
     /// schema is `StoreError::Missing` and is left as it is.
     pub fn open_opts(url: &str, create: bool, budget: Duration) -> Result<PgStore> {
+        let mut store = PgStore::connect(url, budget)?;
+        store.backend.init(create)?;
+        Ok(store)
+    }
+
+    /// Only connect, retrying a full server for at most `budget`: for a
+    /// store whose schema this process has already checked.
+    pub fn connect(url: &str, budget: Duration) -> Result<PgStore> {
         let shown = redact(url);
         let bad = |e: String| StoreError::Other(shown.clone(), scrub(&e, url));
         let params = resolve(url).map_err(&bad)?;
@@ -370,34 +390,13 @@ impl PgStore {
                 }
             }
         };
-        let mut backend = PgBackend {
-            client,
-            shown,
-            system_id: String::new(),
-            secrets,
-        };
-        if !create && backend.version()?.is_none() {
-            return Err(StoreError::Missing(backend.shown.clone()));
-        }
-        backend.migrate()?;
-        // pg_control_system() may be closed to a least-privilege role; the
-        // schema's stamp alone still tells a re-created store apart.
-        backend.system_id = backend
-            .run(&mut |c| {
-                c.query(
-                    "SELECT system_identifier::text FROM pg_control_system()",
-                    &[],
-                )
-            })
-            .ok()
-            .and_then(|rows| rows.into_iter().next())
-            .and_then(|r| r.into_iter().next())
-            .map(|v| match v {
-                Value::Text(s) => s,
-                _ => "cluster".into(),
-            })
-            .unwrap_or_else(|| "cluster".into());
-        Ok(SqlStore { backend })
+        Ok(SqlStore {
+            backend: PgBackend {
+                client,
+                shown,
+                secrets,
+            },
+        })
     }
 }
 
@@ -498,6 +497,116 @@ impl PgBackend {
         })
     }
 
+    /// Check the schema, creating or migrating it when `create`: one round
+    /// trip when it is current, as it is for every pass but the first.
+    fn init(&mut self, create: bool) -> Result<()> {
+        let current = self
+            .simple("SELECT max(version)::text FROM jobrun_schema")
+            .ok()
+            .and_then(|rows| rows.into_iter().next())
+            .and_then(|r| r.into_iter().next().flatten())
+            .and_then(|v| v.parse::<i64>().ok())
+            == Some(SCHEMA_VERSION);
+        if current {
+            return Ok(());
+        }
+        if !create && self.version()?.is_none() {
+            return Err(StoreError::Missing(self.shown.clone()));
+        }
+        self.migrate()
+    }
+
+    /// `sql` sent as one simple query, in a transaction with jobrun's
+    /// timeouts: one round trip. The text of every row's columns.
+    fn simple(
+        &mut self,
+        sql: &str,
+    ) -> std::result::Result<Vec<Vec<Option<String>>>, postgres::Error> {
+        match self.client.simple_query(&format!("{BEGIN}; {sql}; COMMIT")) {
+            Ok(messages) => Ok(messages
+                .iter()
+                .filter_map(|m| match m {
+                    SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                    }
+                    _ => None,
+                })
+                .collect()),
+            Err(e) => {
+                // The transaction is left aborted; end it.
+                let _ = self.client.batch_execute("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    fn fail(&self, e: postgres::Error) -> StoreError {
+        scrub_all(map_err(&self.shown, e), &self.secrets)
+    }
+
+    /// Renew `held` in one round trip, in one transaction that also reads
+    /// the database's identity and renews only while it is `pinned`: a
+    /// renewer that connects for each tick costs the server a connection
+    /// and one exchange.
+    fn renew_in_one_trip(&mut self, held: &Held, lease: Duration, pinned: &str) -> Result<Renewal> {
+        let identity = if pinned.starts_with("cluster/") {
+            "'cluster/' || stamp"
+        } else {
+            IDENTITY
+        };
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        let set = format!(
+            "SET renewed_ms = c.now, expires_ms = c.now + {lease_ms}, renewed_boot_ms = NULL \
+             FROM (SELECT {NOW_MS} AS now) c"
+        );
+        let ours = format!(
+            "EXISTS (SELECT 1 FROM jobrun_store WHERE {identity} = {}) RETURNING 'renewed'",
+            literal(pinned)
+        );
+        let renew = match held {
+            Held::Lease(k) => format!(
+                "UPDATE leases {set} WHERE job = {} AND slot = {} AND token = {} AND {ours}",
+                literal(&k.job),
+                k.slot,
+                k.token
+            ),
+            // Promoted between two ticks, the row became this pass's
+            // lease, which is not lost: its owner stops this renewer.
+            Held::Waiter { id, job, pass_id } => format!(
+                "UPDATE waiters {set} WHERE id = {id} AND {ours}; \
+                 SELECT 'promoted' FROM leases WHERE job = {} AND pass_id = {}",
+                literal(job),
+                literal(pass_id)
+            ),
+        };
+        let rows = match self.simple(&format!(
+            "SELECT 'store', {identity} FROM jobrun_store LIMIT 1; {renew}"
+        )) {
+            Ok(rows) => rows,
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                return Ok(Renewal::StoreLost(
+                    "jobrun's tables are gone from the database".into(),
+                ))
+            }
+            Err(e) => return Err(self.fail(e)),
+        };
+        let tagged = |tag: &str| {
+            rows.iter()
+                .find(|r| r.first().and_then(|c| c.as_deref()) == Some(tag))
+        };
+        let now = tagged("store")
+            .and_then(|r| r.get(1).cloned().flatten())
+            .unwrap_or_default();
+        if now != pinned {
+            return Ok(Renewal::StoreLost(StorePin::another_database(&now, pinned)));
+        }
+        Ok(if tagged("renewed").or(tagged("promoted")).is_some() {
+            Renewal::Renewed
+        } else {
+            Renewal::NotOurs
+        })
+    }
+
     /// The schema version, or `None` before the first use.
     fn version(&mut self) -> Result<Option<i64>> {
         self.run(&mut |c| {
@@ -530,10 +639,25 @@ impl PgBackend {
         let shown = self.shown.clone();
         let secrets = &self.secrets;
         let fail = |e: postgres::Error| scrub_all(map_err(&shown, e), secrets);
-        self.client.batch_execute(BEGIN).map_err(fail)?;
+        // The server's clock comes back with the BEGIN, in one round trip.
+        let begun = match self
+            .client
+            .simple_query(&format!("{BEGIN}; SELECT {NOW_MS}::text"))
+        {
+            Ok(begun) => begun,
+            Err(e) => {
+                let _ = self.client.batch_execute("ROLLBACK");
+                return Err(fail(e));
+            }
+        };
+        let now_ms = begun.iter().find_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        });
         let mut conn = PgTx {
             client: &mut self.client,
             shown: &shown,
+            now_ms,
         };
         match f(&mut conn) {
             Ok(out) => {
@@ -581,18 +705,29 @@ impl PgStore {
 
 impl Backend for PgBackend {
     fn identity(&mut self) -> Result<Option<String>> {
-        let stamp = self.run(&mut |c| {
-            Ok(c.query("SELECT stamp FROM jobrun_store LIMIT 1", &[])?
-                .into_iter()
-                .next()
-                .and_then(|r| r.into_iter().next())
-                .and_then(|v| match v {
-                    Value::Text(s) => Some(s),
-                    _ => None,
-                })
-                .unwrap_or_default())
-        })?;
-        Ok(Some(format!("{}/{stamp}", self.system_id)))
+        let rows = match self.simple(&format!("SELECT {IDENTITY} FROM jobrun_store LIMIT 1")) {
+            Ok(rows) => rows,
+            // pg_control_system() may be closed to a least-privilege role;
+            // the schema's stamp alone still tells a re-created store apart.
+            Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => self
+                .simple("SELECT 'cluster/' || stamp FROM jobrun_store LIMIT 1")
+                .map_err(|e| self.fail(e))?,
+            Err(e) => return Err(self.fail(e)),
+        };
+        let found = rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten());
+        Ok(Some(found.unwrap_or_else(|| "cluster/".into())))
+    }
+
+    fn renew_pinned(
+        &mut self,
+        held: &Held,
+        lease: Duration,
+        pinned: &str,
+    ) -> Option<Result<Renewal>> {
+        Some(self.renew_in_one_trip(held, lease, pinned))
     }
 
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
@@ -602,16 +737,6 @@ impl Backend for PgBackend {
     fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
         self.run(f)
     }
-}
-
-/// A statement's parameter types, learned once per process by preparing
-/// it (inside a transaction, and closed there). Statements then run
-/// unnamed, typed from this cache: nothing prepared outlives its
-/// transaction, as a pooler in transaction mode requires.
-fn param_types() -> &'static std::sync::Mutex<HashMap<String, Vec<Type>>> {
-    static TYPES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Vec<Type>>>> =
-        std::sync::OnceLock::new();
-    TYPES.get_or_init(Default::default)
 }
 
 fn int_of(v: &Value) -> Option<i64> {
@@ -624,6 +749,8 @@ fn int_of(v: &Value) -> Option<i64> {
 pub struct PgTx<'a> {
     client: &'a mut Client,
     shown: &'a str,
+    /// The server's clock when the transaction began.
+    now_ms: Option<i64>,
 }
 
 /// A NULL of whatever type the statement expects.
@@ -647,7 +774,6 @@ impl ToSql for Null {
 enum Param {
     Null(Null),
     I64(i64),
-    I32(i32),
     Text(String),
 }
 
@@ -656,7 +782,6 @@ impl Param {
         match self {
             Param::Null(n) => n,
             Param::I64(i) => i,
-            Param::I32(i) => i,
             Param::Text(s) => s,
         }
     }
@@ -668,65 +793,38 @@ impl PgTx<'_> {
             .batch_execute(sql)
             .map_err(|e| map_err(self.shown, e))
     }
+}
 
-    fn prepare(&mut self, sql: &str, params: &[Value]) -> Result<(Vec<Type>, Vec<Param>)> {
-        let known = param_types().lock().ok().and_then(|m| m.get(sql).cloned());
-        let types = match known {
-            Some(t) => t,
-            // Every value typed by itself (no NULL to place): no round
-            // trip to learn the types. jobrun's columns are BIGINT and TEXT.
-            None if params.iter().all(|v| !matches!(v, Value::Null)) => params
-                .iter()
-                .map(|v| match v {
-                    Value::Int(_) => Type::INT8,
-                    _ => Type::TEXT,
-                })
-                .collect(),
-            None => {
-                // Dropped here, inside the transaction: its Close goes
-                // before the COMMIT.
-                let stmt = self
-                    .client
-                    .prepare(sql)
-                    .map_err(|e| map_err(self.shown, e))?;
-                let t = stmt.params().to_vec();
-                if let Ok(mut m) = param_types().lock() {
-                    m.insert(sql.to_string(), t.clone());
-                }
-                t
-            }
-        };
-        let args = types
-            .iter()
-            .zip(params)
-            .map(|(ty, v)| match (v, ty) {
-                (Value::Null, _) => Param::Null(Null),
-                (Value::Int(i), t) if *t == Type::INT4 => Param::I32(*i as i32),
-                (Value::Int(i), t) if *t == Type::TEXT || *t == Type::VARCHAR => {
-                    Param::Text(i.to_string())
-                }
-                (Value::Int(i), _) => Param::I64(*i),
-                (Value::Text(s), _) => Param::Text(s.clone()),
-            })
-            .collect();
-        Ok((types, args))
-    }
+/// Each value with the type it is sent as. jobrun's columns are BIGINT and
+/// TEXT; a NULL goes as `unknown`, which the server types from where it
+/// stands. No round trip learns a type and nothing is prepared under a
+/// name: every statement runs unnamed, as a pooler in transaction mode
+/// requires.
+fn typed(params: &[Value]) -> Vec<(Param, Type)> {
+    params
+        .iter()
+        .map(|v| match v {
+            Value::Null => (Param::Null(Null), Type::UNKNOWN),
+            Value::Int(i) => (Param::I64(*i), Type::INT8),
+            Value::Text(s) => (Param::Text(s.clone()), Type::TEXT),
+        })
+        .collect()
 }
 
 impl Conn for PgTx<'_> {
     fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
-        let (types, args) = self.prepare(sql, params)?;
+        let args = typed(params);
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
-            args.iter().map(Param::as_sql).zip(types).collect();
+            args.iter().map(|(p, t)| (p.as_sql(), t.clone())).collect();
         self.client
             .execute_typed(sql, &typed)
             .map_err(|e| map_err(self.shown, e))
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
-        let (types, args) = self.prepare(sql, params)?;
+        let args = typed(params);
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
-            args.iter().map(Param::as_sql).zip(types).collect();
+            args.iter().map(|(p, t)| (p.as_sql(), t.clone())).collect();
         let rows = self
             .client
             .query_typed(sql, &typed)
@@ -755,14 +853,16 @@ impl Conn for PgTx<'_> {
     }
 
     fn clock(&mut self) -> Result<Clock> {
-        let rows = self.query(
-            "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint",
-            &[],
-        )?;
-        let now_ms = rows.first().and_then(|r| r.first()).map_or(0, |v| match v {
-            Value::Int(i) => *i,
-            _ => 0,
-        });
+        let now_ms = match self.now_ms {
+            Some(now) => now,
+            None => {
+                let rows = self.query(&format!("SELECT {NOW_MS}"), &[])?;
+                rows.first()
+                    .and_then(|r| r.first())
+                    .and_then(int_of)
+                    .unwrap_or(0)
+            }
+        };
         // One clock for a fleet: the server's. Boot clocks are per machine.
         Ok(Clock { now_ms, boot: None })
     }

@@ -11,12 +11,13 @@
 use std::time::Duration;
 
 use super::{
-    Acquire, AcquireRequest, Attempt, Enqueue, Forget, HistoryQuery, JobRow, PauseInfo, Result,
-    Store,
+    Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, PauseInfo,
+    Result, Store, StorePin,
 };
 use crate::lease::{
     EvictIf, Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, Proc, WaiterRow,
 };
+use crate::renewer::Renewal;
 
 /// A value crossing the SQL boundary. Both schemas use only 64-bit integers
 /// and text, so two variants (and NULL) cover everything.
@@ -174,6 +175,16 @@ pub trait Backend: Send {
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T>;
     /// A read-only transaction.
     fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T>;
+    /// A backend's own way to renew `held` in a database pinned as
+    /// `pinned` (see `Store::renew_held`); `None` to use the generic one.
+    fn renew_pinned(
+        &mut self,
+        _held: &Held,
+        _lease: Duration,
+        _pinned: &str,
+    ) -> Option<Result<Renewal>> {
+        None
+    }
 }
 
 pub struct SqlStore<B: Backend> {
@@ -865,6 +876,34 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn identity(&mut self) -> Result<Option<String>> {
         self.backend.identity()
+    }
+
+    fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal> {
+        if let StorePin::Database(pinned) = pin {
+            if let Some(renewed) = self.backend.renew_pinned(held, lease, pinned) {
+                return renewed;
+            }
+        }
+        if let Err(why) = pin.check(self)? {
+            return Ok(Renewal::StoreLost(why));
+        }
+        let ours = match held {
+            Held::Lease(key) => self.renew(key, lease)?,
+            Held::Waiter { id, job, pass_id } => {
+                self.renew_waiter(*id, lease)? || {
+                    // Promoted between two ticks: the row became this
+                    // pass's lease, which is not lost; the owner stops
+                    // this renewer.
+                    let leases = self.leases(std::slice::from_ref(job))?;
+                    leases.iter().any(|l| &l.pass_id == pass_id)
+                }
+            }
+        };
+        Ok(if ours {
+            Renewal::Renewed
+        } else {
+            Renewal::NotOurs
+        })
     }
 
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>> {

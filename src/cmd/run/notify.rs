@@ -3,7 +3,7 @@
 //! a queued pass listens on a connection it holds while it waits, so a
 //! waiter on any host looks again at once instead of at its next poll.
 //!
-//! Kept apart from the same-machine wake file (`wake.rs`): it needs only
+//! Kept apart from the same-machine wake files (`wake.rs`): it needs only
 //! the store. Nothing depends on it for correctness: a missed notification
 //! (a dropped connection, a pooler that does not carry LISTEN) costs one
 //! poll interval, never a pass.

@@ -14,7 +14,7 @@
 //! `<tmp>/jobrun-<uid>/wake.d/` in a 0700 directory jobrun creates and
 //! checks. Only waiters of the same user are woken there; others poll.
 //!
-//! They exist apart from `run` because they are files others may plant. A
+//! They are a module of their own because they are files others may plant. A
 //! path is only ever made from a pass id of the right form; a wake file is
 //! opened without following a symlink and without blocking (a FIFO with no
 //! reader fails at once), and written only when it is a FIFO owned by the
@@ -30,7 +30,7 @@ use std::sync::mpsc::Sender;
 
 use crate::liveness::valid_pass_id;
 use crate::say;
-use crate::store::{Store, StoreSpec};
+use crate::store::{StoreHandle, StoreSpec};
 use crate::supervise::Event;
 use crate::trust;
 
@@ -208,7 +208,11 @@ fn listen_loop(read: File, events: Sender<Event>) {
 /// one per free slot (the smallest `--slots` among holders and waiters
 /// binds, as in promotion). A waiter without a wake file here (queued on
 /// another machine, or whose file was refused) is not woken: it polls.
-pub fn wake_next(spec: &StoreSpec, store: &mut dyn Store, job: &str) {
+pub fn wake_next(handle: &mut StoreHandle, job: &str) {
+    let spec = handle.spec().clone();
+    let Ok(store) = handle.get() else {
+        return;
+    };
     let jobs = [job.to_string()];
     let Ok(waiters) = store.waiters(&jobs) else {
         return;
@@ -229,7 +233,7 @@ pub fn wake_next(spec: &StoreSpec, store: &mut dyn Store, job: &str) {
     if free == 0 {
         return;
     }
-    let Ok(dir) = dir(spec) else {
+    let Ok(dir) = dir(&spec) else {
         return;
     };
     // A waiter that is not listening here (queued on another machine, or
@@ -237,7 +241,7 @@ pub fn wake_next(spec: &StoreSpec, store: &mut dyn Store, job: &str) {
     // does not leave the queue to its polls; a few at most.
     let mut woken = 0;
     for w in waiters.iter().take(free + MAX_PASSED_OVER) {
-        if touch(spec, &dir, &w.pass_id) {
+        if touch(&spec, &dir, &w.pass_id) {
             woken += 1;
             if woken == free {
                 break;

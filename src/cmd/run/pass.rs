@@ -1,0 +1,381 @@
+//! The pass: take a slot, run the held command under a renewed lease,
+//! release the slot once the command is gone, record the pass.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::{paused_line, report_evictions, wake, Pass, Planned};
+use crate::clock::now_ms;
+use crate::cmd::{holder_name, judged};
+use crate::exit;
+use crate::lease::{
+    decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey, Outcome, PassRecord,
+};
+use crate::liveness::{Liveness, StoreReach};
+use crate::renewer::{Renewer, RenewerConfig, RenewerExit};
+use crate::report::{escape, human_ms, utc_ms};
+use crate::say;
+use crate::store::{Acquire, Held, StoreLease, KEEP_AFTER_START};
+use crate::supervise::{self, classify, Event, SignalKind};
+
+impl Pass {
+    pub(super) fn go(&mut self) -> Result<i32> {
+        // Try the slot first: a free job needs no judging. Only when it is
+        // held are its holders judged and the forfeit ones evicted.
+        let mut got = self.acquire(&[])?;
+        if !matches!(got, Acquire::Acquired(_)) {
+            let plan = self.reconcile()?;
+            if !plan.is_empty() {
+                got = self.acquire(&plan)?;
+            }
+        }
+        // A dead waiter nobody queues behind would keep every later pass
+        // out: judge the queue too, and look again if a ghost was removed.
+        // (A pass that will queue judges the waiters ahead of it from the
+        // queue, a few at a time, instead of all of them on arrival.)
+        if got == Acquire::Full && self.settings.wait.is_none() && self.remove_ghosts(i64::MAX)? > 0
+        {
+            let plan = self.reconcile()?;
+            got = self.acquire(&plan)?;
+        }
+        if !matches!(got, Acquire::Acquired(_)) && self.settings.wait.is_none() {
+            self.held = None;
+        }
+        match got {
+            Acquire::Acquired(key) => self.run_child(key),
+            Acquire::Paused(p) if self.settings.wait.is_none() => {
+                if !self.settings.quiet {
+                    say!("{}: {}; skipping", self.label(), paused_line(&p));
+                }
+                self.record_not_run(Outcome::Skipped)?;
+                Ok(self.settings.conflict_exit_code)
+            }
+            _ if self.settings.wait.is_some() => self.queue(),
+            _ => self.conflict(),
+        }
+    }
+
+    /// Take a slot, evicting what `plan` names.
+    pub(super) fn acquire(&mut self, plan: &[Planned]) -> Result<Acquire> {
+        let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
+        let attempt = self.store.get()?.acquire(&self.req, &evict)?;
+        report_evictions(plan, &attempt, &self.evidence);
+        Ok(attempt.result)
+    }
+
+    /// Promote this waiter if its turn has come, evicting what `plan` names.
+    pub(super) fn reconcile(&mut self) -> Result<Vec<Planned>> {
+        let job = self.settings.job.clone();
+        let leases = self.store.get()?.leases(std::slice::from_ref(&job))?;
+        let mut plan = Vec::new();
+        for (l, v) in judged(leases, &self.evidence) {
+            match decide(&l, v.liveness, false) {
+                Decision::Free(eviction, reason) => {
+                    let why = match reason {
+                        FreeReason::Forfeited => format!(
+                            "held {} past its max hold {} ({v})",
+                            human_ms(l.held_ms),
+                            human_ms(l.max_hold_ms)
+                        ),
+                        FreeReason::LapsedUnknown => {
+                            format!("lease lapsed {} ago ({v})", human_ms(-l.expires_in_ms))
+                        }
+                        FreeReason::Dead | FreeReason::Forced => v.to_string(),
+                    };
+                    let note = format!(
+                        "{}: freed slot {} (token {}) of holder {}: {}",
+                        escape(&l.job),
+                        l.slot,
+                        l.token,
+                        holder_name(&l),
+                        escape(&why)
+                    );
+                    plan.push(Planned {
+                        eviction,
+                        note,
+                        pass_id: l.pass_id.clone(),
+                    });
+                }
+                Decision::Keep if l.lapsed() && v.liveness == Liveness::Alive => {
+                    // Once per holder, not at every poll of a queued pass.
+                    if self.warned.insert((l.slot, l.token)) {
+                        say!(
+                            "{}: warning: lease lapsed {} ago but holder {} is alive ({}); \
+                             keeping it",
+                            escape(&l.job),
+                            human_ms(-l.expires_in_ms),
+                            holder_name(&l),
+                            escape(&v.reason)
+                        );
+                    }
+                }
+                Decision::Keep => {}
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The slot is held: one line naming the holder, then the conflict code.
+    pub(super) fn conflict(&mut self) -> Result<i32> {
+        if self.settings.coalesce {
+            self.remove_ghosts(i64::MAX)?;
+        }
+        let jobs = std::slice::from_ref(&self.settings.job);
+        if self.settings.coalesce && self.settings.argv_exact {
+            let cwd = self.req.cwd.clone();
+            let queued = self.store.get()?.waiters(jobs)?;
+            if let Some(w) = queued
+                .iter()
+                .find(|w| w.argv == self.settings.argv_text && w.cwd == cwd)
+            {
+                return self.coalesced(&w.pass_id.clone());
+            }
+        }
+        if !self.settings.quiet {
+            let leases = self.store.get()?.leases(jobs)?;
+            let queued = self.store.get()?.waiters(jobs)?.len();
+            let line = match leases.first() {
+                Some(l) => {
+                    let v = self.evidence.judge(&l.holder, &l.pass_id);
+                    let more = if leases.len() > 1 {
+                        format!(" (+{} more)", leases.len() - 1)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "already running; skipping: held by {} since {}, renewed {} ago, \
+                         token {} ({}){more}",
+                        holder_name(l),
+                        utc_ms(l.acquired_at_ms),
+                        crate::report::age_ms(l.renewed_ago_ms),
+                        l.token,
+                        escape(&v.to_string())
+                    )
+                }
+                None => format!("{queued} pass(es) queued ahead; skipping"),
+            };
+            say!("{}: {line}", self.label());
+        }
+        self.record_not_run(Outcome::Skipped)?;
+        Ok(self.settings.conflict_exit_code)
+    }
+
+    pub(super) fn coalesced(&mut self, into: &str) -> Result<i32> {
+        self.held = None;
+        say!(
+            "{}: coalesced into queued pass {}",
+            self.label(),
+            escape(into)
+        );
+        self.record_not_run(Outcome::Coalesced)?;
+        Ok(self.settings.coalesced_exit_code)
+    }
+
+    pub(super) fn record_not_run(&mut self, outcome: Outcome) -> Result<()> {
+        self.record(None, outcome, None, None)
+    }
+
+    pub(super) fn record(
+        &mut self,
+        key: Option<&LeaseKey>,
+        outcome: Outcome,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> Result<()> {
+        let pass = self.pass_record(key, outcome, code, signal);
+        Ok(self
+            .store
+            .get()?
+            .record_pass(&pass, self.settings.keep_history)?)
+    }
+
+    pub(super) fn pass_record(
+        &self,
+        key: Option<&LeaseKey>,
+        outcome: Outcome,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> PassRecord {
+        let ended = now_ms();
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let (waited, duration) = match self.child_started {
+            Some(at) => (at.duration_since(self.started), at.elapsed()),
+            None => (self.started.elapsed(), Duration::ZERO),
+        };
+        PassRecord {
+            job: self.settings.job.clone(),
+            pass_id: self.req.pass_id.clone(),
+            token: key.map(|k| k.token),
+            slot: key.map(|k| k.slot),
+            host: self.evidence.me.host.clone(),
+            pid: self.req.holder.wrapper.pid,
+            started_at_ms: self.started_ms,
+            ended_at_ms: ended,
+            duration_ms: ms(duration),
+            waited_ms: Some(ms(waited)),
+            exit_code: code,
+            signal,
+            outcome,
+        }
+    }
+
+    /// A terminating signal that arrived before the child existed.
+    pub(super) fn pending_stop(&self) -> Option<i32> {
+        let mut stop = None;
+        while let Ok(e) = self.events.try_recv() {
+            if let Event::Signal(s) = e {
+                if let SignalKind::Stop { .. } = classify(s) {
+                    stop.get_or_insert(s);
+                }
+            }
+        }
+        stop
+    }
+
+    pub(super) fn run_child(&mut self, key: LeaseKey) -> Result<i32> {
+        let label = format!("{} slot {} (token {})", key.job, key.slot, key.token);
+        let taken = Instant::now();
+        let Some(held) = self.held.take() else {
+            self.finish(&key, Outcome::Failed, None, None);
+            anyhow::bail!("{label}: the command was not held");
+        };
+        if let Some(sig) = self.pending_stop() {
+            drop(held);
+            say!("{label}: stopped by signal {sig} before the command started");
+            self.finish(&key, Outcome::Stopped, None, Some(sig));
+            return Ok(exit::SIGNAL_BASE + sig);
+        }
+        // On PostgreSQL no server connection is held while the command
+        // runs (the renewer has its own); one that ends at once is
+        // released on this one.
+        if self.store.spec().reach() == StoreReach::Fleet {
+            self.store.close_after(KEEP_AFTER_START);
+        }
+        // On record with the slot: let it exec, with its fencing token.
+        // From here until it is reaped nothing may return early: the child
+        // must never run unsupervised.
+        let mut child = held.release(key.token, key.slot);
+        self.child_started = Some(Instant::now());
+        let watched = supervise::watch_exit(child.id(), self.sender.clone())
+            .context("cannot watch the child")
+            .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
+        let renewer = match watched {
+            Ok(r) => r,
+            Err(e) => {
+                child.kill_and_reap();
+                self.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
+                return Err(e);
+            }
+        };
+        let ended = supervise::supervise(
+            &mut child,
+            &self.events,
+            self.settings.kill_after,
+            self.settings.on_lost,
+            &label,
+        );
+        let renewer_exit = renewer.stop();
+        if let Some(e) = child.exec_failure(&self.settings.argv_text[0]) {
+            say!("{}: {}", self.label(), e.message);
+            self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            return Ok(e.code);
+        }
+        let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
+        // The outcome follows how the command ended: `stopped` only when it
+        // died of the terminating signal the wrapper forwarded, or of a KILL
+        // after it (the wrapper's --kill-after, stop-due's --kill-after); a
+        // command that handled the signal and exited is judged by its exit
+        // code like any other.
+        let died_of_stop = ended.stopped_by.is_some()
+            && (ended.signal == ended.stopped_by || ended.signal == Some(libc::SIGKILL));
+        let outcome = if died_of_stop {
+            Outcome::Stopped
+        } else if lost {
+            Outcome::LostLease
+        } else if ended.killed || ended.signal.is_some() {
+            Outcome::Killed
+        } else if ended.code == Some(0) {
+            Outcome::Ok
+        } else {
+            Outcome::Failed
+        };
+        self.finish(&key, outcome, ended.code, ended.signal);
+        Ok(ended.exit_code())
+    }
+
+    pub(super) fn start_renewer(&self, held: Held, label: &str, taken: Instant) -> Result<Renewer> {
+        let events = self.sender.clone();
+        // Max hold bounds a running pass; a waiter is bounded by --wait.
+        let max_hold = match held {
+            Held::Lease(_) => self.settings.max_hold,
+            Held::Waiter { .. } => Duration::MAX,
+        };
+        let lease = StoreLease::new(
+            self.store.spec().clone(),
+            held,
+            self.settings.lease,
+            Arc::clone(&self.pin),
+        );
+        let cfg = RenewerConfig {
+            label: label.to_string(),
+            interval: renew_interval(self.settings.lease),
+            lease: self.settings.lease,
+            max_hold,
+            taken,
+        };
+        Renewer::spawn(lease, cfg, move |exit| {
+            let _ = events.send(match exit {
+                RenewerExit::MaxHold => Event::MaxHold,
+                _ => Event::LeaseLost,
+            });
+        })
+        .context("cannot start the renewer")
+    }
+
+    /// Give the slot back and record the pass, in one transaction. If that
+    /// keeps failing the lease lapses on its own (and the dead wrapper's
+    /// evidence frees it sooner); the pass still exits with its command's
+    /// code.
+    pub(super) fn finish(
+        &mut self,
+        key: &LeaseKey,
+        outcome: Outcome,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) {
+        // A store deleted or replaced under the pass: its lease went with
+        // it, and the store now at that path (if any) never knew the pass.
+        if let Err(why) = self.pin.check_file() {
+            say!(
+                "{} slot {}: {why}; the lease was lost with it and the pass is not recorded",
+                key.job,
+                key.slot
+            );
+            return;
+        }
+        let pass = self.pass_record(Some(key), outcome, code, signal);
+        let keep = self.settings.keep_history;
+        match self
+            .store
+            .with_retries(|store| store.release(key, Some((&pass, keep))))
+        {
+            Ok(true) => {
+                wake::wake_next(&mut self.store, &key.job);
+            }
+            Ok(false) => say!(
+                "{} slot {}: lock was no longer ours at release (token {})",
+                key.job,
+                key.slot,
+                key.token
+            ),
+            Err(e) => say!(
+                "{} slot {}: release failed, the lease will lapse and the pass is not \
+                 recorded: {e}",
+                key.job,
+                key.slot
+            ),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The one way jobrun keeps a connection to its store across a pass: opened
+//! on first use, dropped after a failure, reopened on the next use. The
+//! pass and its renewer each own one `StoreHandle`; what differs between
+//! them is only how long a reopen may wait.
+//!
+//! `StoreLease` is what the renewer renews: a lease or a queue row in the
+//! store a pass started with (its `StorePin`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::lease::LeaseKey;
+use crate::liveness::StoreReach;
+use crate::renewer::{Renewable, Renewal};
+
+use super::{Result, Store, StoreError, StorePin, StoreSpec};
+
+/// From this renewal interval on (a lease of 30 s or more), a renewer on a
+/// PostgreSQL store connects, renews and disconnects at each tick instead of
+/// holding a server connection for the whole pass: a fleet's passes then
+/// cost the server connections only while they renew.
+pub const CONNECT_PER_RENEWAL: Duration = Duration::from_secs(10);
+
+/// How long a pass on PostgreSQL keeps its connection once its command has
+/// started: a command that ends within it is released on the same
+/// connection; a longer one costs the server nothing while it runs.
+pub const KEEP_AFTER_START: Duration = Duration::from_millis(100);
+
+/// A connection a timer closes unless its handle takes it back first.
+type Parked = Arc<Mutex<Option<Box<dyn Store>>>>;
+
+/// A connection to the store, opened when first needed.
+pub struct StoreHandle {
+    spec: StoreSpec,
+    /// How long a reopen waits at most for a busy SQLite store or a full
+    /// PostgreSQL server.
+    patience: Duration,
+    conn: Option<Box<dyn Store>>,
+    /// A connection handed to a timer that closes it unless it is taken
+    /// back first (`close_after`).
+    parked: Option<Parked>,
+}
+
+impl StoreHandle {
+    /// A handle on the store `conn` was opened from.
+    pub fn new(spec: StoreSpec, patience: Duration, conn: Option<Box<dyn Store>>) -> StoreHandle {
+        StoreHandle {
+            spec,
+            patience,
+            conn,
+            parked: None,
+        }
+    }
+
+    pub fn spec(&self) -> &StoreSpec {
+        &self.spec
+    }
+
+    /// The connection, reopened if it was closed. A reopen never creates a
+    /// store: the pass pinned the one it started with.
+    pub fn get(&mut self) -> Result<&mut dyn Store> {
+        if self.conn.is_none() {
+            if let Some(parked) = self.parked.take() {
+                self.conn = parked.lock().ok().and_then(|mut p| p.take());
+            }
+        }
+        let conn = match self.conn.take() {
+            Some(c) => c,
+            None => self.spec.reopen(self.patience)?,
+        };
+        Ok(self.conn.insert(conn).as_mut())
+    }
+
+    /// Close the connection now; the next use opens a fresh one.
+    pub fn close(&mut self) {
+        self.conn = None;
+        self.parked = None;
+    }
+
+    /// Close the connection once `grace` has passed unless it is used
+    /// again before.
+    pub fn close_after(&mut self, grace: Duration) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        let parked = Arc::new(Mutex::new(Some(conn)));
+        let timer = Arc::clone(&parked);
+        let started = std::thread::Builder::new()
+            .name("jobrun-idle".into())
+            .spawn(move || {
+                std::thread::sleep(grace);
+                let closed = timer.lock().ok().and_then(|mut p| p.take());
+                drop(closed);
+            });
+        // No timer thread: closed at once.
+        if started.is_ok() {
+            self.parked = Some(parked);
+        }
+    }
+
+    /// Run `op` on the connection; a failure is retried twice on a fresh
+    /// connection, after 200 ms and then 1 s.
+    pub fn with_retries<T>(
+        &mut self,
+        mut op: impl FnMut(&mut dyn Store) -> Result<T>,
+    ) -> Result<T> {
+        let mut last = None;
+        for pause in [0, 200, 1000] {
+            std::thread::sleep(Duration::from_millis(pause));
+            match self.get().and_then(&mut op) {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    self.close();
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+}
+
+/// What the store renews: a running pass's lease or a queued waiter's row.
+#[derive(Debug, Clone)]
+pub enum Held {
+    Lease(LeaseKey),
+    Waiter {
+        id: i64,
+        job: String,
+        pass_id: String,
+    },
+}
+
+/// A lease in the store a pass started with, renewed on a handle of its
+/// own.
+pub struct StoreLease {
+    store: StoreHandle,
+    held: Held,
+    lease: Duration,
+    pin: Arc<StorePin>,
+    /// Close the connection after each renewal (see CONNECT_PER_RENEWAL).
+    per_renewal: bool,
+}
+
+impl StoreLease {
+    pub fn new(spec: StoreSpec, held: Held, lease: Duration, pin: Arc<StorePin>) -> StoreLease {
+        let interval = crate::lease::renew_interval(lease);
+        let per_renewal = spec.reach() == StoreReach::Fleet && interval >= CONNECT_PER_RENEWAL;
+        StoreLease {
+            // A busy SQLite store or a full server fails the tick within
+            // half an interval, so the next tick tries again well inside
+            // the window instead of one wait eating it.
+            store: StoreHandle::new(spec, interval / 2, None),
+            held,
+            lease,
+            pin,
+            per_renewal,
+        }
+    }
+
+    fn try_renew(&mut self) -> Result<Renewal> {
+        // Checked before any connection is opened: a reconnect must never
+        // find (or make) a new store at the same path.
+        if let Err(why) = self.pin.check_file() {
+            return Ok(Renewal::StoreLost(why));
+        }
+        let renewed = self
+            .store
+            .get()?
+            .renew_held(&self.held, self.lease, &self.pin);
+        if self.per_renewal {
+            self.store.close();
+        }
+        renewed
+    }
+}
+
+impl Renewable for StoreLease {
+    fn renew(&mut self) -> anyhow::Result<Renewal> {
+        self.try_renew().map_err(|e: StoreError| {
+            // A fresh connection next tick: a dropped one never recovers.
+            self.store.close();
+            e.into()
+        })
+    }
+}
