@@ -105,6 +105,25 @@ pub fn job_names(names: &[String]) -> Result<Vec<String>> {
     names.iter().map(|n| job_name(n)).collect()
 }
 
+/// What `pause` and `resume` were asked, validated: the jobs (none with
+/// `--all`) and the owner tag.
+#[derive(Debug, Clone)]
+pub struct PauseSettings {
+    pub names: Vec<String>,
+    pub all: bool,
+    pub owner: Option<String>,
+}
+
+impl PauseSettings {
+    pub fn resolve(targets: &crate::cli::Targets, owner: Option<&str>) -> Result<PauseSettings> {
+        Ok(PauseSettings {
+            owner: owner.map(pause_owner).transpose()?,
+            names: job_names(&targets.names)?,
+            all: targets.all,
+        })
+    }
+}
+
 /// What `stop-due` was asked, validated.
 #[derive(Debug, Clone)]
 pub struct StopSettings {

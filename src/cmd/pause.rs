@@ -14,24 +14,22 @@ use crate::exit;
 use crate::lease::Pause;
 use crate::report::escape;
 use crate::say;
-use crate::settings::{job_names, pause_owner};
+use crate::settings::PauseSettings;
 use crate::store::StoreSpec;
 
 pub fn pause(spec: StoreSpec, a: PauseArgs) -> Result<i32> {
-    let owner = a.owner.as_deref().map(pause_owner).transpose()?;
-    let names = job_names(&a.targets.names)?;
-    let by = owner
-        .as_deref()
-        .map(|o| format!(" by {o}"))
-        .unwrap_or_default();
+    let PauseSettings { names, all, owner } =
+        PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
+    let owner = owner.as_deref();
+    let by = owner.map(|o| format!(" by {o}")).unwrap_or_default();
     let mut store = spec.open()?;
     let reason = a.reason.as_deref();
-    if a.targets.all {
-        store.pause(None, owner.as_deref(), reason)?;
+    if all {
+        store.pause(None, owner, reason)?;
         say!("paused all jobs{by}, including jobs first seen while the pause stands");
     } else {
         for name in &names {
-            store.pause(Some(name), owner.as_deref(), reason)?;
+            store.pause(Some(name), owner, reason)?;
             say!("{name}: paused{by}");
         }
     }
@@ -78,15 +76,16 @@ fn still(label: &str, p: &Pause) {
 }
 
 pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
-    let owner = a.owner.as_deref().map(pause_owner).transpose()?;
-    let names = job_names(&a.targets.names)?;
-    let whose = owner
-        .as_deref()
-        .map(|o| format!(" owned by {o}"))
-        .unwrap_or_else(|| " without an owner".into());
+    let PauseSettings { names, all, owner } =
+        PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
+    let owner = owner.as_deref();
+    let whose = match owner {
+        Some(o) => format!(" owned by {o}"),
+        None => " without an owner".into(),
+    };
     let mut store = spec.open_existing()?;
-    if a.targets.all {
-        let lifted = store.resume(None, owner.as_deref())?;
+    if all {
+        let lifted = store.resume(None, owner)?;
         if lifted > 0 {
             say!("lifted {lifted} pause(s){whose}");
         } else {
@@ -107,7 +106,7 @@ pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
         return Ok(exit::OK);
     }
     for name in &names {
-        let lifted = store.resume(Some(name), owner.as_deref())?;
+        let lifted = store.resume(Some(name), owner)?;
         let remaining: Vec<Pause> = store
             .pauses()?
             .into_iter()

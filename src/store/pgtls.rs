@@ -54,21 +54,22 @@ pub fn connector(params: &ConnParams) -> Result<Option<MakeRustlsConnect>, Strin
         SslMode::VerifyFull => Check::ChainAndName,
     };
     let provider = provider();
-    let verifier: Arc<dyn ServerCertVerifier> = match check {
-        Check::Nothing => Arc::new(Unchecked(provider.clone())),
-        _ => {
-            let roots = roots(rootcert)?;
-            let webpki =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                    .build()
-                    .map_err(|e| format!("cannot use the CA certificates: {e}"))?;
-            if check == Check::Chain {
-                Arc::new(ChainOnly(webpki))
-            } else {
-                webpki
-            }
-        }
+    let webpki = match check {
+        Check::Nothing => None,
+        Check::Chain | Check::ChainAndName => Some(
+            WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots(rootcert)?),
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| format!("cannot use the CA certificates: {e}"))?,
+        ),
     };
+    let verifier = Arc::new(Verifier {
+        check,
+        provider: provider.clone(),
+        webpki,
+    });
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS setup: {e}"))?
@@ -170,63 +171,37 @@ fn check_key_mode(key: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `prefer`/`require`: encryption against eavesdropping, no check of who
-/// answers (libpq's meaning). Handshake signatures are still verified.
-#[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+/// A `ServerCertVerifier` method that checks a handshake signature with the
+/// provider's algorithms, by rustls's function of the same name.
+macro_rules! handshake_signature {
+    ($name:ident) => {
+        fn $name(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            $name(
+                message,
+                cert,
+                dss,
+                &self.provider.signature_verification_algorithms,
+            )
+        }
+    };
 }
 
-/// `verify-ca`: the chain must lead to a trusted CA; the name is not
-/// checked. webpki checks the chain before the name, so a name error means
-/// the chain passed.
+/// The server's certificate checked as `check` says. Handshake signatures
+/// are always verified, with the provider's algorithms.
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct Verifier {
+    check: Check,
+    provider: Arc<CryptoProvider>,
+    /// The chain (and name) check; `None` for `Check::Nothing`.
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+}
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -235,36 +210,28 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(webpki) = &self.webpki else {
+            // `prefer`/`require`: encryption against eavesdropping, no
+            // check of who answers (libpq's meaning).
+            return Ok(ServerCertVerified::assertion());
+        };
+        match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+            // `verify-ca`: the chain must lead to a trusted CA; the name is
+            // not checked. webpki checks the chain before the name, so a
+            // name error means the chain passed.
             Err(Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if self.check == Check::Chain => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
+    handshake_signature!(verify_tls12_signature);
+    handshake_signature!(verify_tls13_signature);
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

@@ -25,79 +25,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 
 const SCHEMA_VERSION: i64 = 4;
-const SCHEMA: &str = r#"
-CREATE TABLE jobs (
-    name TEXT PRIMARY KEY,
-    next_token BIGINT NOT NULL,
-    created_ms BIGINT NOT NULL
-);
-CREATE TABLE leases (
-    job TEXT NOT NULL,
-    slot BIGINT NOT NULL,
-    token BIGINT NOT NULL,
-    pass_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    boot_id TEXT NOT NULL,
-    pid_ns TEXT NOT NULL,
-    wrapper_pid BIGINT NOT NULL,
-    wrapper_start BIGINT NOT NULL,
-    child_pid BIGINT,
-    child_start BIGINT,
-    lock_path TEXT,
-    argv TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    slots BIGINT NOT NULL,
-    lease_ms BIGINT NOT NULL,
-    max_hold_ms BIGINT NOT NULL,
-    acquired_ms BIGINT NOT NULL,
-    renewed_ms BIGINT NOT NULL,
-    expires_ms BIGINT NOT NULL,
-    PRIMARY KEY (job, slot)
-);
-CREATE TABLE waiters (
-    id BIGSERIAL PRIMARY KEY,
-    job TEXT NOT NULL,
-    pass_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    boot_id TEXT NOT NULL,
-    pid_ns TEXT NOT NULL,
-    wrapper_pid BIGINT NOT NULL,
-    wrapper_start BIGINT NOT NULL,
-    child_pid BIGINT,
-    child_start BIGINT,
-    lock_path TEXT,
-    argv TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    slots BIGINT NOT NULL,
-    lease_ms BIGINT NOT NULL,
-    arrived_ms BIGINT NOT NULL,
-    renewed_ms BIGINT NOT NULL,
-    expires_ms BIGINT NOT NULL
-);
-CREATE INDEX waiters_by_job ON waiters (job, id);
-CREATE TABLE pauses (
-    job TEXT PRIMARY KEY,
-    reason TEXT,
-    since_ms BIGINT NOT NULL
-);
-CREATE TABLE history (
-    id BIGSERIAL PRIMARY KEY,
-    job TEXT NOT NULL,
-    pass_id TEXT NOT NULL,
-    token BIGINT,
-    slot BIGINT,
-    host TEXT NOT NULL,
-    pid BIGINT NOT NULL,
-    started_ms BIGINT NOT NULL,
-    ended_ms BIGINT NOT NULL,
-    duration_ms BIGINT NOT NULL,
-    exit_code BIGINT,
-    signal BIGINT,
-    outcome TEXT NOT NULL
-);
-CREATE INDEX history_by_job ON history (job, id);
-"#;
-
 /// Version 2: lock files are named by pass id, never by a row; rows carry
 /// boot-clock stamps (used by one-machine stores, kept for one schema); the
 /// store gets the stamp that tells it from a re-created one.
@@ -482,7 +409,7 @@ impl PgBackend {
                 .and_then(|r| r.first().and_then(int_of))
                 .unwrap_or(0);
             if found < 1 {
-                c.batch(SCHEMA)?;
+                c.batch(&super::sql::schema_v1("BIGINT", "BIGSERIAL PRIMARY KEY"))?;
                 c.batch("INSERT INTO jobrun_schema (version) VALUES (1)")?;
             }
             for (version, step) in [(2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4)] {

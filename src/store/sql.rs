@@ -187,6 +187,81 @@ pub trait Backend: Send {
     }
 }
 
+/// Version 1 of the schema, written once for both stores: `{int}` is the
+/// store's 64-bit integer type and `{serial}` its auto-numbered primary
+/// key. Later versions are each store's own migrations.
+pub fn schema_v1(int: &str, serial: &str) -> String {
+    SCHEMA_V1
+        .replace("{holder}", HOLDER_V1)
+        .replace("{int}", int)
+        .replace("{serial}", serial)
+}
+
+const SCHEMA_V1: &str = r#"
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    next_token {int} NOT NULL,
+    created_ms {int} NOT NULL
+);
+CREATE TABLE leases (
+    job TEXT NOT NULL,
+    slot {int} NOT NULL,
+    token {int} NOT NULL,
+    {holder}
+    max_hold_ms {int} NOT NULL,
+    acquired_ms {int} NOT NULL,
+    renewed_ms {int} NOT NULL,
+    expires_ms {int} NOT NULL,
+    PRIMARY KEY (job, slot)
+);
+CREATE TABLE waiters (
+    id {serial},
+    job TEXT NOT NULL,
+    {holder}
+    arrived_ms {int} NOT NULL,
+    renewed_ms {int} NOT NULL,
+    expires_ms {int} NOT NULL
+);
+CREATE INDEX waiters_by_job ON waiters (job, id);
+CREATE TABLE pauses (
+    job TEXT PRIMARY KEY,
+    reason TEXT,
+    since_ms {int} NOT NULL
+);
+CREATE TABLE history (
+    id {serial},
+    job TEXT NOT NULL,
+    pass_id TEXT NOT NULL,
+    token {int},
+    slot {int},
+    host TEXT NOT NULL,
+    pid {int} NOT NULL,
+    started_ms {int} NOT NULL,
+    ended_ms {int} NOT NULL,
+    duration_ms {int} NOT NULL,
+    exit_code {int},
+    signal {int},
+    outcome TEXT NOT NULL
+);
+CREATE INDEX history_by_job ON history (job, id);
+"#;
+
+/// What a lease row and a queue row both record: the pass, who holds or
+/// waits, and what it runs.
+const HOLDER_V1: &str = "pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    boot_id TEXT NOT NULL,
+    pid_ns TEXT NOT NULL,
+    wrapper_pid {int} NOT NULL,
+    wrapper_start {int} NOT NULL,
+    child_pid {int},
+    child_start {int},
+    lock_path TEXT,
+    argv TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    slots {int} NOT NULL,
+    lease_ms {int} NOT NULL,";
+
 pub struct SqlStore<B: Backend> {
     pub backend: B,
 }
@@ -464,7 +539,14 @@ impl Occupancy {
     }
 }
 
-fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, clock: &Clock) -> Result<LeaseKey> {
+/// Take the lowest free slot of `occ` for `req`: the job's next token.
+fn take_slot(
+    c: &mut dyn Conn,
+    req: &AcquireRequest,
+    occ: &Occupancy,
+    clock: &Clock,
+) -> Result<Acquire> {
+    let slot = occ.lowest_free_slot();
     // Strictly larger than any token before it, in this store or in one
     // this machine had at the same path before (see `Clock::token_floor`).
     let rows = c.query(
@@ -503,11 +585,34 @@ fn take_slot(c: &mut dyn Conn, req: &AcquireRequest, slot: u32, clock: &Clock) -
         ),
         &params,
     )?;
-    Ok(LeaseKey {
+    Ok(Acquire::Acquired(LeaseKey {
         job: req.job.clone(),
         slot,
         token,
-    })
+    }))
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// The rows of `jobs` (all for `ALL_JOBS`) that `cols_from` selects
+    /// ("COLUMNS FROM table"), by job and then `order`, each made by `row`
+    /// with the store's clock.
+    fn rows_of<T>(
+        &mut self,
+        jobs: &[String],
+        cols_from: &str,
+        order: &str,
+        row: fn(&[Value], &Clock) -> T,
+    ) -> Result<Vec<T>> {
+        self.backend.read(&mut |c| {
+            let clock = c.clock()?;
+            let (filter, params) = job_filter("job", jobs, 1);
+            let rows = c.query(
+                &format!("SELECT {cols_from} WHERE {filter} ORDER BY job, {order}"),
+                &params,
+            )?;
+            Ok(rows.iter().map(|r| row(r, &clock)).collect())
+        })
+    }
 }
 
 impl<B: Backend> Store for SqlStore<B> {
@@ -525,12 +630,7 @@ impl<B: Backend> Store for SqlStore<B> {
             if occ.free() <= occ.queue.len() {
                 return Ok(Acquire::Full);
             }
-            Ok(Acquire::Acquired(take_slot(
-                c,
-                req,
-                occ.lowest_free_slot(),
-                &clock,
-            )?))
+            take_slot(c, req, &occ, &clock)
         })?;
         Ok(Attempt { result, evicted })
     }
@@ -585,15 +685,12 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>> {
-        self.backend.read(&mut |c| {
-            let clock = c.clock()?;
-            let (filter, params) = job_filter("job", jobs, 1);
-            let rows = c.query(
-                &format!("SELECT {LEASE_COLS} FROM leases WHERE {filter} ORDER BY job, slot"),
-                &params,
-            )?;
-            Ok(rows.iter().map(|r| lease_row(r, &clock)).collect())
-        })
+        self.rows_of(
+            jobs,
+            &format!("{LEASE_COLS} FROM leases"),
+            "slot",
+            lease_row,
+        )
     }
 
     fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>> {
@@ -829,12 +926,7 @@ impl<B: Backend> Store for SqlStore<B> {
                 return Ok(Acquire::Behind(rank as u32 + 1));
             }
             c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
-            Ok(Acquire::Acquired(take_slot(
-                c,
-                req,
-                occ.lowest_free_slot(),
-                &clock,
-            )?))
+            take_slot(c, req, &occ, &clock)
         })?;
         Ok(Attempt { result, evicted })
     }
@@ -907,14 +999,11 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>> {
-        self.backend.read(&mut |c| {
-            let clock = c.clock()?;
-            let (filter, params) = job_filter("job", jobs, 1);
-            let rows = c.query(
-                &format!("SELECT {WAITER_COLS} FROM waiters WHERE {filter} ORDER BY job, id"),
-                &params,
-            )?;
-            Ok(rows.iter().map(|r| waiter_row(r, &clock)).collect())
-        })
+        self.rows_of(
+            jobs,
+            &format!("{WAITER_COLS} FROM waiters"),
+            "id",
+            waiter_row,
+        )
     }
 }

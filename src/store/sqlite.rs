@@ -32,81 +32,10 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// the WAL index by reading the WAL: keeping it short keeps that cheap.
 const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
 
-/// The schema, one entry per version; each entry migrates from the one
-/// before. `PRAGMA user_version` records how far a store has come.
+/// The schema after version 1 (`sql::schema_v1`), one entry per version;
+/// each entry migrates from the one before. `PRAGMA user_version` records
+/// how far a store has come.
 const MIGRATIONS: &[&str] = &[
-    r#"
-CREATE TABLE jobs (
-    name TEXT PRIMARY KEY,
-    next_token INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE leases (
-    job TEXT NOT NULL,
-    slot INTEGER NOT NULL,
-    token INTEGER NOT NULL,
-    pass_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    boot_id TEXT NOT NULL,
-    pid_ns TEXT NOT NULL,
-    wrapper_pid INTEGER NOT NULL,
-    wrapper_start INTEGER NOT NULL,
-    child_pid INTEGER,
-    child_start INTEGER,
-    lock_path TEXT,
-    argv TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    slots INTEGER NOT NULL,
-    lease_ms INTEGER NOT NULL,
-    max_hold_ms INTEGER NOT NULL,
-    acquired_ms INTEGER NOT NULL,
-    renewed_ms INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL,
-    PRIMARY KEY (job, slot)
-);
-CREATE TABLE waiters (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job TEXT NOT NULL,
-    pass_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    boot_id TEXT NOT NULL,
-    pid_ns TEXT NOT NULL,
-    wrapper_pid INTEGER NOT NULL,
-    wrapper_start INTEGER NOT NULL,
-    child_pid INTEGER,
-    child_start INTEGER,
-    lock_path TEXT,
-    argv TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    slots INTEGER NOT NULL,
-    lease_ms INTEGER NOT NULL,
-    arrived_ms INTEGER NOT NULL,
-    renewed_ms INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL
-);
-CREATE INDEX waiters_by_job ON waiters (job, id);
-CREATE TABLE pauses (
-    job TEXT PRIMARY KEY,
-    reason TEXT,
-    since_ms INTEGER NOT NULL
-);
-CREATE TABLE history (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job TEXT NOT NULL,
-    pass_id TEXT NOT NULL,
-    token INTEGER,
-    slot INTEGER,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    started_ms INTEGER NOT NULL,
-    ended_ms INTEGER NOT NULL,
-    duration_ms INTEGER NOT NULL,
-    exit_code INTEGER,
-    signal INTEGER,
-    outcome TEXT NOT NULL
-);
-CREATE INDEX history_by_job ON history (job, id);
-"#,
     // Lock files are named by pass id, never by a row; ages of rows of this
     // boot are measured on the boot clock.
     r#"
@@ -357,7 +286,7 @@ impl SqliteBackend {
         // Refuse a file from a newer jobrun, or someone else's database,
         // before anything is written to it (switching to WAL rewrites the
         // header).
-        let known = MIGRATIONS.len() as i64;
+        let known = MIGRATIONS.len() as i64 + 1;
         let (version, app_id, has_tables, tables) = self.header()?;
         let adopt = app_id == 0 && version == 1 && tables == V1_TABLES;
         if app_id != APPLICATION_ID && app_id != 0 {
@@ -441,7 +370,9 @@ impl SqliteBackend {
                 });
             }
         }
-        for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let first = super::sql::schema_v1("INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT");
+        let steps = std::iter::once(first.as_str()).chain(MIGRATIONS.iter().copied());
+        for (i, step) in steps.enumerate().skip(version as usize) {
             tx.execute_batch(step).map_err(|e| map_err(&shown, e))?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)
                 .map_err(|e| map_err(&shown, e))?;

@@ -84,13 +84,10 @@ impl Pass {
                         }
                         FreeReason::Dead | FreeReason::Forced => v.to_string(),
                     };
+                    let (job, holder, why) = (escape(&l.job), holder_name(&l), escape(&why));
+                    let (slot, token) = (l.slot, l.token);
                     let note = format!(
-                        "{}: freed slot {} (token {}) of holder {}: {}",
-                        escape(&l.job),
-                        l.slot,
-                        l.token,
-                        holder_name(&l),
-                        escape(&why)
+                        "{job}: freed slot {slot} (token {token}) of holder {holder}: {why}"
                     );
                     plan.push(Planned {
                         eviction,
