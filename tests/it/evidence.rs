@@ -10,7 +10,7 @@
 use std::fs;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use jobrun::model::{Liveness, Outcome, State};
 
 use crate::both_stores;
 use crate::env::{alive, kill, script, wait_until, Kind, TestEnv};
@@ -60,9 +60,11 @@ pub fn start_pass(
     );
     let child = env.pid_in(&pid_file);
     assert!(
-        wait_until(START, || slot(env, job)["holder"]["child_pid"] == child),
-        "{name}: the store never recorded child pid {child}: {}",
-        slot(env, job)
+        wait_until(START, || env
+            .find_slot(job)
+            .is_some_and(|s| s.holder.child_pid == Some(child))),
+        "{name}: the store never recorded child pid {child}: {:?}",
+        env.find_slot(job)
     );
     Pass { wrapper, child }
 }
@@ -81,11 +83,6 @@ pub fn kill_pass(env: &TestEnv, p: Pass) {
         wait_until(START, || !alive(p.child)),
         "child survived SIGKILL"
     );
-}
-
-/// The status entry of slot 0 of `job` (Null when free).
-pub fn slot(env: &TestEnv, job: &str) -> Value {
-    env.job(job)["slots"][0].clone()
 }
 
 pub fn text(b: &[u8]) -> String {
@@ -204,11 +201,8 @@ fn unix_ns(t: SystemTime) -> u128 {
 /// next `run` judges the holder dead, frees the slot at once and says so.
 fn killed_holder_frees_at_once(env: &TestEnv) {
     let p = start_pass(env, "j", "first", "60s", &[]);
-    let old_token = slot(env, "j")["token"].as_i64().unwrap();
-    let host = slot(env, "j")["holder"]["host"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let old_token = env.slot("j").token;
+    let host = env.slot("j").holder.host;
     let killed_at = SystemTime::now();
     kill_pass(env, p);
     let out = env.run(&[
@@ -264,8 +258,8 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
     // recorded as anything it did not do.
     assert_eq!(env.held("j"), 0);
     let hist = env.history("j");
-    assert_eq!(hist[0]["outcome"], "ok", "{hist:?}");
-    assert_eq!(hist[0]["token"], new_token, "{hist:?}");
+    assert_eq!(hist[0].outcome, Outcome::Ok, "{hist:?}");
+    assert_eq!(hist[0].token, Some(new_token), "{hist:?}");
 }
 
 /// The wrapper SIGKILLed alone: its child runs on, so the holder is alive
@@ -273,22 +267,22 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
 /// holder is dead and the next pass runs.
 fn orphaned_child_keeps_the_slot(env: &TestEnv) {
     let p = start_pass(env, "j", "first", "3s", &[]);
-    let token = slot(env, "j")["token"].as_i64().unwrap();
+    let token = env.slot("j").token;
     kill(p.wrapper as i32, libc::SIGKILL);
     assert!(env.wait_exit(p.wrapper, START).is_some());
     assert!(
-        wait_until(Duration::from_secs(15), || slot(env, "j")["expires_in_ms"]
-            .as_i64()
-            .is_some_and(|e| e <= 0)),
-        "the lease never lapsed: {}",
-        slot(env, "j")
+        wait_until(Duration::from_secs(15), || env
+            .find_slot("j")
+            .is_some_and(|s| s.expires_in_ms <= 0)),
+        "the lease never lapsed: {:?}",
+        env.find_slot("j")
     );
     let job = env.job("j");
-    assert_eq!(job["state"], "orphaned", "{job}");
-    let s = &job["slots"][0];
-    assert_eq!(s["state"], "orphaned", "{s}");
-    assert_eq!(s["verdict"]["liveness"], "alive", "{s}");
-    let reason = s["verdict"]["reason"].as_str().unwrap();
+    assert_eq!(job.state, State::Orphaned, "{job:?}");
+    let s = &job.slots[0];
+    assert_eq!(s.state, State::Orphaned, "{s:?}");
+    assert_eq!(s.verdict.liveness, Liveness::Alive, "{s:?}");
+    let reason = &s.verdict.reason;
     assert!(
         reason.contains(&format!("child pid {} runs on", p.child)),
         "{reason}"
@@ -346,9 +340,9 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
              child_start = child_start + 7{lock} WHERE job = 'j'"
         ),
     );
-    let s = slot(env, "j");
-    assert_eq!(s["verdict"]["liveness"], "dead", "{s}");
-    let reason = s["verdict"]["reason"].as_str().unwrap();
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Dead, "{s:?}");
+    let reason = &s.verdict.reason;
     assert!(
         reason.contains(&format!(
             "pid {} start time differs (pid reused)",
@@ -387,11 +381,11 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
 /// machine), then freed once the lease lapses.
 fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     let p = start_pass(env, "j", "remote", "6s", &WEB2);
-    let s = slot(env, "j");
-    let token = s["token"].as_i64().unwrap();
-    assert_eq!(s["holder"]["host"], "web2", "{s}");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
-    assert_eq!(s["verdict"]["reason"], "other host web2", "{s}");
+    let s = env.slot("j");
+    let token = s.token;
+    assert_eq!(s.holder.host, "web2", "{s:?}");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
+    assert_eq!(s.verdict.reason, "other host web2", "{s:?}");
 
     let rival = |ran: &str| {
         let out = env.run(&["run", "-E", "75", "j", "--", "touch", ran]);
@@ -417,10 +411,11 @@ fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     assert!(!env.path("rival2.ran").exists());
 
     assert!(
-        wait_until(Duration::from_secs(20), || slot(env, "j")["state"]
-            == "stale"),
-        "never stale: {}",
-        slot(env, "j")
+        wait_until(Duration::from_secs(20), || env
+            .find_slot("j")
+            .is_some_and(|s| s.state == State::Stale)),
+        "never stale: {:?}",
+        env.find_slot("j")
     );
     let (code, err) = rival("rival3.ran");
     assert_eq!(code, Some(0), "{err}");
@@ -462,10 +457,10 @@ fn sqlite_previous_boot_is_dead() {
         "60s",
         &[("JOBRUN_BOOT_ID", "an-earlier-boot")],
     );
-    let s = slot(&env, "j");
-    assert_eq!(s["holder"]["host"], host.as_str());
-    assert_eq!(s["verdict"]["liveness"], "dead", "{s}");
-    assert_eq!(s["verdict"]["reason"], "recorded on a previous boot", "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.holder.host, host);
+    assert_eq!(s.verdict.liveness, Liveness::Dead, "{s:?}");
+    assert_eq!(s.verdict.reason, "recorded on a previous boot", "{s:?}");
     let out = env.run(&["run", "-E", "75", "j", "--", "true"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -485,9 +480,9 @@ fn postgres_other_boot_is_unknown() {
         "60s",
         &[("JOBRUN_BOOT_ID", "an-earlier-boot")],
     );
-    let s = slot(&env, "j");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
-    assert_eq!(s["verdict"]["reason"], format!("other host {host}"), "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
+    assert_eq!(s.verdict.reason, format!("other host {host}"), "{s:?}");
     let out = env.run(&["run", "-E", "75", "j", "--", "true"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
 }
@@ -504,23 +499,20 @@ fn sqlite_other_pid_namespace_is_judged_by_the_kernel_lock() {
         &env,
         "UPDATE leases SET pid_ns = 'pid:[4026599999]' WHERE job = 'j'",
     );
-    let s = slot(&env, "j");
-    assert_eq!(s["verdict"]["liveness"], "alive", "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Alive, "{s:?}");
     assert_eq!(
-        s["verdict"]["reason"], "wrapper holds its lock (pid namespace pid:[4026599999])",
-        "{s}"
+        s.verdict.reason, "wrapper holds its lock (pid namespace pid:[4026599999])",
+        "{s:?}"
     );
     let out = env.run(&["run", "-E", "75", "j", "--", "true"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
 
     kill_pass(&env, p);
-    let s = slot(&env, "j");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
     assert!(
-        s["verdict"]["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("wrapper's lock is free"),
-        "{s}"
+        s.verdict.reason.starts_with("wrapper's lock is free"),
+        "{s:?}"
     );
 }

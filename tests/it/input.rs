@@ -11,6 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use jobrun::model::Outcome;
+
 use crate::both_stores;
 use crate::env::{script, wait_until, TestEnv, BIN};
 
@@ -75,7 +77,7 @@ fn a_pass_whose_stderr_is_gone_runs_to_completion() {
     assert!(ran.exists());
     let h = env.history("lost.stderr");
     assert_eq!(h.len(), 1, "{h:?}");
-    assert_eq!(h[0]["outcome"], "ok");
+    assert_eq!(h[0].outcome, Outcome::Ok);
     assert_eq!(env.held("lost.stderr"), 0);
 }
 
@@ -228,18 +230,18 @@ fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
     assert!(env.run(&["run", "seed", "--", "true"]).status.success());
     let out = env.run(&["pause", "good", " bad"]);
     assert_eq!(out.status.code(), Some(125));
-    let pauses = env.status()["jobs"]
-        .as_array()
-        .unwrap()
+    let pauses = env
+        .status()
+        .jobs
         .iter()
-        .filter(|j| !j["paused"].is_null())
+        .filter(|j| j.paused.is_some())
         .count();
     assert_eq!(pauses, 0, "pause changed something before refusing");
     assert!(env.run(&["pause", "good"]).status.success());
     let out = env.run(&["resume", "good", "bad\n"]);
     assert_eq!(out.status.code(), Some(125));
     assert!(
-        !env.job("good")["paused"].is_null(),
+        env.find_job("good").is_some_and(|j| j.paused.is_some()),
         "resume lifted a pause before refusing"
     );
     for args in [
@@ -269,7 +271,7 @@ fn non_utf8_arguments_pass_through(env: &TestEnv) {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(fs::read(&out_file).unwrap(), name.as_bytes());
-    assert_eq!(env.history("bytes")[0]["outcome"], "ok");
+    assert_eq!(env.history("bytes")[0].outcome, Outcome::Ok);
 }
 
 #[test]

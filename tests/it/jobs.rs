@@ -6,7 +6,7 @@
 use std::fs;
 use std::time::Duration;
 
-use serde_json::Value;
+use jobrun::model::{HistoryReport, PassRecord, State, StatusReport};
 
 use crate::both_stores;
 use crate::env::{Kind, TestEnv};
@@ -36,8 +36,16 @@ fn status_and_history_name_the_store(env: &TestEnv) {
         let mut json_args = args.to_vec();
         json_args.push("--json");
         let out = env.run(&json_args);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["store"], shown_store(env), "{args:?}: {v}");
+        let store = if args[0] == "status" {
+            serde_json::from_slice::<StatusReport>(&out.stdout)
+                .unwrap()
+                .store
+        } else {
+            serde_json::from_slice::<HistoryReport>(&out.stdout)
+                .unwrap()
+                .store
+        };
+        assert_eq!(store, shown_store(env), "{args:?}: {}", text(&out.stdout));
     }
     for cmd in ["status", "history"] {
         let out = env.run(&[cmd, "nosuch.job"]);
@@ -63,8 +71,8 @@ fn status_and_history_name_the_store(env: &TestEnv) {
         let said = text(&out.stdout) + &text(&out.stderr);
         assert!(out.status.success(), "{said}");
         assert!(!said.contains("hunter2"), "{said}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(v["store"].as_str().unwrap().contains("127.0.0.1"), "{v}");
+        let v: StatusReport = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.store.contains("127.0.0.1"), "{v:?}");
     }
 }
 
@@ -79,20 +87,17 @@ fn age_pass(env: &TestEnv, pass_id: &str, ms: i64) {
     );
 }
 
-fn history_json(env: &TestEnv, args: &[&str]) -> Vec<Value> {
+fn history_json(env: &TestEnv, args: &[&str]) -> Vec<PassRecord> {
     let mut all = vec!["history", "--json"];
     all.extend_from_slice(args);
     let out = env.run(&all);
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["passes"].as_array().cloned().unwrap_or_default()
+    let v: HistoryReport = serde_json::from_slice(&out.stdout).unwrap();
+    v.passes
 }
 
-fn jobs_of(passes: &[Value]) -> Vec<String> {
-    passes
-        .iter()
-        .map(|p| p["job"].as_str().unwrap().to_string())
-        .collect()
+fn jobs_of(passes: &[PassRecord]) -> Vec<String> {
+    passes.iter().map(|p| p.job.clone()).collect()
 }
 
 /// History lists passes by start time, newest first (`--reverse`: oldest
@@ -136,10 +141,7 @@ fn history_is_ordered_by_start_and_filtered(env: &TestEnv) {
         ["short"]
     );
     assert_eq!(jobs_of(&history_json(env, &["--outcome", "ok"])), ["long"]);
-    let long_pass = history_json(env, &["long"])[0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let long_pass = history_json(env, &["long"])[0].pass_id.clone();
     age_pass(env, &long_pass, 2 * 3600 * 1000);
     assert_eq!(jobs_of(&history_json(env, &["--since", "1h"])), ["short"]);
     assert_eq!(
@@ -156,7 +158,7 @@ fn history_is_ordered_by_start_and_filtered(env: &TestEnv) {
 fn token_of(env: &TestEnv, job: &str) -> i64 {
     env.history(job)
         .iter()
-        .filter_map(|p| p["token"].as_i64())
+        .filter_map(|p| p.token)
         .max()
         .unwrap_or_else(|| panic!("no token for {job}"))
 }
@@ -190,7 +192,7 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
     assert!(env.run(&["pause", "j", "--as", "repair"]).status.success());
     let waiter = env.start("waiter", &["run", "--wait", "60s", "j", "--", "true"]);
     assert!(crate::env::wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 1
+        env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
     let out = env.run(&["forget", "j"]);
     assert_eq!(out.status.code(), Some(1));
@@ -202,7 +204,7 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
     crate::env::kill(waiter as i32, libc::SIGTERM);
     env.wait_exit(waiter, Duration::from_secs(10));
     assert!(crate::env::wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 0
+        env.find_job("j").is_some_and(|j| j.queue.length == 0)
     }));
     let out = env.run(&["forget", "j"]);
     assert_eq!(out.status.code(), Some(1));
@@ -213,13 +215,13 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
         "{}",
         text(&out.stderr)
     );
-    assert!(env.job("j").is_object());
+    assert!(env.find_job("j").is_some());
     assert!(env.run(&["resume", "j", "--as", "repair"]).status.success());
 
     let out = env.run(&["forget", "j"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("j: forgotten"));
-    assert!(env.job("j").is_null(), "still listed");
+    assert!(env.find_job("j").is_none(), "still listed");
     assert_eq!(env.run(&["history", "j"]).status.code(), Some(1));
     assert_eq!(env.run(&["status", "j"]).status.code(), Some(1));
 
@@ -250,16 +252,17 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
     assert!(err.contains("paused by upgrade (pause --all)"), "{err}");
 
     let db = env.job("db");
-    let pauses = db["pauses"].as_array().unwrap();
-    assert_eq!(pauses.len(), 2, "{db}");
-    assert_eq!(pauses[0]["owner"], Value::Null, "{db}");
-    assert_eq!(pauses[0]["reason"], "disk maintenance", "{db}");
-    assert!(
-        pauses[0]["since"].as_str().unwrap().starts_with("20"),
-        "{db}"
+    let pauses = &db.pauses;
+    assert_eq!(pauses.len(), 2, "{db:?}");
+    assert_eq!(pauses[0].owner, None, "{db:?}");
+    assert_eq!(
+        pauses[0].reason.as_deref(),
+        Some("disk maintenance"),
+        "{db:?}"
     );
-    assert_eq!(pauses[1]["owner"], "upgrade", "{db}");
-    assert_eq!(pauses[1]["all"], true, "{db}");
+    assert!(pauses[0].since.starts_with("20"), "{db:?}");
+    assert_eq!(pauses[1].owner.as_deref(), Some("upgrade"), "{db:?}");
+    assert!(pauses[1].all, "{db:?}");
     let table = text(&env.run(&["status", "db"]).stdout);
     assert!(table.contains("paused since 20"), "{table}");
     assert!(table.contains(": disk maintenance"), "{table}");
@@ -276,7 +279,7 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
         "{err}"
     );
     assert_eq!(run("db").0, Some(75));
-    assert_eq!(env.job("db")["pauses"].as_array().unwrap().len(), 1);
+    assert_eq!(env.job("db").pauses.len(), 1);
     assert!(env
         .run(&["pause", "db", "--reason", "disk maintenance"])
         .status
@@ -311,7 +314,7 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
         text(&out.stderr)
     );
     assert_eq!(run("db").0, Some(0));
-    assert_eq!(env.job("db")["state"], "free");
+    assert_eq!(env.job("db").state, State::Free);
 
     let out = env.run(&["pause", "db", "--as", "bad tag"]);
     assert_eq!(out.status.code(), Some(125));

@@ -8,6 +8,8 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use jobrun::model::HistoryReport;
+
 use crate::env::{held_child, kill, wait_until, Kind, TestEnv};
 
 fn stderr(out: &Output) -> String {
@@ -105,12 +107,9 @@ fn waiter_behind_holder(env: &TestEnv, tag: &str, vars: &[(&str, &str)]) -> (u32
         vars,
     );
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 1
+        env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
-    let pass = env.job("j")["queue"]["waiters"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pass = env.job("j").queue.waiters[0].pass_id.clone();
     (h, w, pass)
 }
 
@@ -195,12 +194,9 @@ fn a_waiter_whose_wake_file_is_refused_still_polls_and_honours_term() {
         &["run", "--wait", "60s", "j", "--", "sh", "-c", &touch],
     );
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 1
+        env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
-    let pass = env.job("j")["queue"]["waiters"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pass = env.job("j").queue.waiters[0].pass_id.clone();
     let wake = sqlite_wake_file(&env, &pass);
     fs::remove_file(&wake).unwrap();
     mkfifo(&wake);
@@ -576,10 +572,10 @@ fn a_new_store_is_marked_and_an_earlier_jobruns_store_is_adopted() {
         .env("JOBRUN_DB", old)
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let passes = v["passes"].as_array().unwrap();
-    assert_eq!(passes.len(), 2, "its history was kept: {v}");
-    assert!(passes[0]["token"].as_i64().unwrap() > 7, "{v}");
+    let v: HistoryReport = serde_json::from_slice(&out.stdout).unwrap();
+    let passes = &v.passes;
+    assert_eq!(passes.len(), 2, "its history was kept: {v:?}");
+    assert!(passes[0].token.unwrap() > 7, "{v:?}");
 }
 
 // ---- 4. Text from the store is data ----
@@ -618,7 +614,7 @@ fn pause_reasons_are_escaped(env: &TestEnv) {
     let out = env.run(&["status"]);
     shows_forged_text_escaped("status", &String::from_utf8_lossy(&out.stdout));
     // JSON keeps the text as it is, escaped by JSON itself.
-    assert_eq!(env.job("j")["paused"]["reason"], FORGED);
+    assert_eq!(env.job("j").paused.unwrap().reason.as_deref(), Some(FORGED));
 }
 
 /// Run SQL against the env's store, as another writer of it could.

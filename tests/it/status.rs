@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use jobrun::model::{Liveness, State, StatusReport};
+
 use crate::both_stores;
 use crate::env::{script, TestEnv};
 
@@ -59,9 +61,13 @@ fn json_status_has_the_documented_fields(env: &TestEnv) {
         &["run", "feeds.poll", "--lease", "7s", "--", &child],
     );
     assert!(env.wait_for_file("ready", Duration::from_secs(10)));
-    let job = env.job("feeds.poll");
-    assert_eq!(job["state"], "running");
-    let slot = &job["slots"][0];
+    let out = env.run(&["status", "--json"]);
+    let report: StatusReport = serde_json::from_slice(&out.stdout).unwrap();
+    let job = report.job("feeds.poll").expect("listed");
+    assert_eq!(job.state, State::Running);
+    // The keys as printed, apart from the models: the documented contract.
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let slot = &printed["jobs"][0]["slots"][0];
     for key in [
         "slot",
         "state",
@@ -78,13 +84,14 @@ fn json_status_has_the_documented_fields(env: &TestEnv) {
     ] {
         assert!(!slot[key].is_null(), "slot lacks {key}: {slot}");
     }
-    assert_eq!(slot["verdict"]["liveness"], "alive");
-    assert!(slot["holder"]["child_pid"].as_i64().is_some(), "{slot}");
-    let expires = slot["expires_in_ms"].as_i64().unwrap();
+    let slot = &job.slots[0];
+    assert_eq!(slot.verdict.liveness, Liveness::Alive);
+    assert!(slot.holder.child_pid.is_some(), "{slot:?}");
+    let expires = slot.expires_in_ms;
     assert!((1..=7000).contains(&expires), "{expires}");
-    assert_eq!(slot["command"][0], child.as_str());
-    assert_eq!(job["queue"]["length"], 0);
-    assert!(job["paused"].is_null());
+    assert_eq!(slot.command[0], child);
+    assert_eq!(job.queue.length, 0);
+    assert!(job.paused.is_none());
 }
 
 both_stores!(
