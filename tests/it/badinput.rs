@@ -7,8 +7,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::both_stores;
-use crate::env::{Kind, TestEnv};
+use crate::support::{both_stores, Kind, TestEnv};
 
 /// What the store holds: for SQLite every file beside it, byte for byte;
 /// for PostgreSQL its rows.

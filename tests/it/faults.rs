@@ -13,9 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jobrun::model::State;
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, Kind, TestEnv};
-use crate::evidence::{start_pass, store_exec, text};
+use crate::support::{
+    alive, both_stores, kill, script, start_pass, store_exec, text, wait_until, Kind, TestEnv,
+};
 
 const START: Duration = Duration::from_secs(10);
 

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::{HistoryReport, Outcome, State};
 
-use crate::both_stores;
-use crate::env::{alive, held_child, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, held_child, kill, script, wait_until, Kind, TestEnv};
 
 /// A pass that queued for a while and then ran a 0.1 s command: its
 /// duration is the command's, its wait is recorded apart (JSON and table),
@@ -194,7 +193,7 @@ fn columns_never_cut_a_figure_or_show_a_negative_age(env: &TestEnv) {
         .take(3)
         .collect::<Vec<_>>()
         .join("\n");
-    if env.kind == crate::env::Kind::Sqlite {
+    if env.kind == Kind::Sqlite {
         // SQLite ages rows on this host's clock: the slow host's renewal
         // is an hour old, its lease expired.
         assert!(slow.contains("expired 59m"), "{text}");

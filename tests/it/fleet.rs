@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::Outcome;
 
-use crate::env::{held_child, pg_server, wait_until, TestEnv};
-use crate::pg::OwnServer;
+use crate::support::{held_child, pg_server, script, wait_until, OwnServer, TestEnv};
 
 const PASSWORD: &str = "Hunter2-secret-pw";
 
@@ -320,7 +319,7 @@ fn a_release_wakes_a_waiter_on_another_host_at_once() {
     let tmp = env.path("host-b-tmp");
     fs::create_dir(&tmp).unwrap();
     let started = env.path("started");
-    let waiter = crate::env::script(
+    let waiter = script(
         &env,
         "waiter.sh",
         &format!("date +%s%N > {}", started.display()),

@@ -10,9 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jobrun::model::{Liveness, State};
 
-use crate::both_stores;
-use crate::env::{alive, wait_until, Kind, TestEnv};
-use crate::evidence::{start_pass, store_exec, text};
+use crate::support::{
+    alive, both_stores, start_pass, store_exec, text, wait_until, Kind, TempUser, TestEnv,
+};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -262,7 +262,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
 /// a file of its wrapper's user.
 #[test]
 fn a_planted_lock_naming_another_users_wrapper_proves_nothing() {
-    let Some(user) = crate::security::TempUser::create("lk") else {
+    let Some(user) = TempUser::create("lk") else {
         return;
     };
     let env = TestEnv::sqlite();

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use jobrun::model::Outcome;
 
-use crate::both_stores;
-use crate::env::{script, wait_until, TestEnv, BIN};
+use crate::support::{alive, both_stores, kill, script, wait_until, Kind, TestEnv, BIN};
 
 /// A pipe whose reading end is already closed: writing to it fails with
 /// EPIPE (and raises SIGPIPE).
@@ -85,8 +84,8 @@ fn missing_store_is_refused_by_readers(env: &TestEnv) {
     // A store that does not exist (SQLite: in a directory that does not
     // exist either; PostgreSQL: a database without jobrun's schema).
     let db = match env.kind {
-        crate::env::Kind::Sqlite => env.path("typo/jobrun.db").display().to_string(),
-        crate::env::Kind::Postgres => env.db.clone(),
+        Kind::Sqlite => env.path("typo/jobrun.db").display().to_string(),
+        Kind::Postgres => env.db.clone(),
     };
     let cases: &[&[&str]] = &[
         &["stop-due", "--all", "--wait", "5s"],
@@ -107,7 +106,7 @@ fn missing_store_is_refused_by_readers(env: &TestEnv) {
         assert!(err.contains("--db") && err.contains("JOBRUN_DB"), "{err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
-    if env.kind == crate::env::Kind::Sqlite {
+    if env.kind == Kind::Sqlite {
         assert!(!env.path("typo").exists(), "a reader created the directory");
     }
     // Nothing was created: a reader still finds no store.
@@ -351,10 +350,8 @@ fn quiet_from_the_environment(env: &TestEnv) {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("already running"));
-    crate::env::kill(pid as i32, libc::SIGTERM);
-    assert!(wait_until(Duration::from_secs(10), || !crate::env::alive(
-        pid as i32
-    )));
+    kill(pid as i32, libc::SIGTERM);
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid as i32)));
 }
 
 #[test]

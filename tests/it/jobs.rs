@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use jobrun::model::{HistoryReport, PassRecord, State, StatusReport};
 
-use crate::both_stores;
-use crate::env::{Kind, TestEnv};
-use crate::evidence::{start_pass, store_exec, text};
+use crate::support::{both_stores, kill, start_pass, store_exec, text, wait_until, Kind, TestEnv};
 
 /// The store as `status` names it for this env (a URL without password).
 fn shown_store(env: &TestEnv) -> String {
@@ -191,7 +189,7 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
 
     assert!(env.run(&["pause", "j", "--as", "repair"]).status.success());
     let waiter = env.start("waiter", &["run", "--wait", "60s", "j", "--", "true"]);
-    assert!(crate::env::wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(Duration::from_secs(10), || {
         env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
     let out = env.run(&["forget", "j"]);
@@ -201,9 +199,9 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
         "{}",
         text(&out.stderr)
     );
-    crate::env::kill(waiter as i32, libc::SIGTERM);
+    kill(waiter as i32, libc::SIGTERM);
     env.wait_exit(waiter, Duration::from_secs(10));
-    assert!(crate::env::wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(Duration::from_secs(10), || {
         env.find_job("j").is_some_and(|j| j.queue.length == 0)
     }));
     let out = env.run(&["forget", "j"]);

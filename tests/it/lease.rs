@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::{Liveness, Outcome, State};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, kill, script, wait_until, TestEnv};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use jobrun::model::{Outcome, State};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv, BIN};
-use crate::evidence::{dump_store, kill_pass, start_pass, text, WEB2};
+use crate::support::{
+    alive, both_stores, dump_store, kill, kill_pass, script, start_pass, text, wait_until, TestEnv,
+    BIN, WEB2,
+};
 
 /// A line of clear-locks output without what may move between two runs:
 /// how long an unknown holder's lease still runs, and whether a dead

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::{Liveness, Outcome};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, kill, script, wait_until, TestEnv};
 
 const LONG: Duration = Duration::from_secs(30);
 

@@ -2,8 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, kill, script, wait_until, TestEnv};
 
 fn exit_codes_pass_through(env: &TestEnv) {
     let code = |args: &[&str]| env.run(args).status.code();

@@ -10,15 +10,10 @@ use std::time::Duration;
 
 use jobrun::model::HistoryReport;
 
-use crate::env::{held_child, kill, wait_until, Kind, TestEnv};
+use crate::support::{both_stores, held_child, kill, wait_until, Kind, TempUser, TestEnv};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn mkfifo(p: &std::path::Path) {
@@ -33,51 +28,6 @@ fn hash(p: &std::path::Path) -> (usize, u64) {
         (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3)
     });
     (b.len(), h)
-}
-
-/// A throwaway unprivileged user, removed when dropped (even when the test
-/// fails). `None` (with the reason printed) when not root.
-pub struct TempUser {
-    name: String,
-    uid: u32,
-}
-
-impl TempUser {
-    pub fn create(tag: &str) -> Option<TempUser> {
-        if !is_root() {
-            eprintln!("skipped: creating a second user to own planted files needs root");
-            return None;
-        }
-        let name = format!("jrt{}{tag}", std::process::id());
-        let out = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/usr/sbin/nologin", &name])
-            .output()
-            .expect("run useradd");
-        assert!(out.status.success(), "useradd: {}", stderr(&out));
-        let mut user = TempUser { name, uid: 0 };
-        let id = Command::new("id")
-            .args(["-u", &user.name])
-            .output()
-            .unwrap();
-        user.uid = String::from_utf8_lossy(&id.stdout).trim().parse().unwrap();
-        Some(user)
-    }
-
-    /// Give `p` (not following a symlink) to this user.
-    pub fn owns(&self, p: &std::path::Path) {
-        let st = Command::new("chown")
-            .args(["-h", &self.name])
-            .arg(p)
-            .status()
-            .unwrap();
-        assert!(st.success(), "chown {}", p.display());
-    }
-}
-
-impl Drop for TempUser {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).output();
-    }
 }
 
 /// One line on stderr, starting `jobrun: `, exit 125, holding each needle.
@@ -667,7 +617,7 @@ fn hosts_and_names_from_rows_are_escaped(env: &TestEnv) {
     fs::write(env.path("h.done"), "").unwrap();
 }
 
-crate::both_stores!(
+both_stores!(
     pause_reasons_are_escaped,
     hosts_and_names_from_rows_are_escaped
 );

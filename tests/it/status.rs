@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use jobrun::model::{Liveness, State, StatusReport};
 
-use crate::both_stores;
-use crate::env::{script, TestEnv};
+use crate::support::{both_stores, script, TestEnv};
 
 fn human_status_fits_100_columns(env: &TestEnv) {
     let long = "a".repeat(200);

@@ -8,8 +8,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::both_stores;
-use crate::env::{held_child, kill, wait_until, Kind, TestEnv};
+use crate::support::{both_stores, held_child, kill, wait_until, Kind, TestEnv};
 
 /// Where the waiters of this env keep their wake FIFOs.
 fn wake_dir(env: &TestEnv) -> PathBuf {

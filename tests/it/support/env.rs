@@ -311,20 +311,6 @@ pub fn script(env: &TestEnv, name: &str, body: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// Generate a test per store from one body: `both_stores!(fn_name, ...)`
-/// where each `fn_name(env: &TestEnv)` is defined in the same module.
-#[macro_export]
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::sqlite()) } )*
-        }
-        mod postgres {
-            $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::postgres()) } )*
-        }
-    };
-}
-
 /// A child script that touches `<name>.ready` once it runs, then holds until
 /// the test creates `<name>.done`, then runs `after` (may be empty).
 pub fn held_child(env: &TestEnv, name: &str, after: &str) -> String {
