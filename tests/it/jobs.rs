@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use jobrun::model::{HistoryReport, PassRecord, State, StatusReport};
 
-use crate::support::{both_stores, kill, start_pass, store_exec, text, wait_until, Kind, TestEnv};
+use crate::support::{
+    both_stores, exits, kill, start_pass, store_exec, text, wait_until, Jobrun, Kind, TestEnv,
+};
 
 /// The store as `status` names it for this env (a URL without password).
 fn shown_store(env: &TestEnv) -> String {
@@ -18,58 +20,47 @@ fn shown_store(env: &TestEnv) -> String {
 /// `status` and `history` say which store they read, first thing; a job
 /// the store never saw is an error naming it (exit 1), not an empty table.
 fn status_and_history_name_the_store(env: &TestEnv) {
-    assert_eq!(
-        env.run(&["run", "known", "--", "true"]).status.code(),
-        Some(0)
-    );
+    exits(env, 0, &["run", "known", "--", "true"]);
     for args in [&["status"][..], &["history"][..]] {
-        let out = env.run(args);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let said = text(&out.stdout);
+        let said = exits(env, 0, args).stdout;
         assert_eq!(
             said.lines().next(),
             Some(format!("store: {}", shown_store(env)).as_str()),
             "{args:?}: {said}"
         );
-        let mut json_args = args.to_vec();
-        json_args.push("--json");
-        let out = env.run(&json_args);
+        let json = Jobrun::new(env).args(args).arg("--json");
         let store = if args[0] == "status" {
-            serde_json::from_slice::<StatusReport>(&out.stdout)
-                .unwrap()
-                .store
+            json.json::<StatusReport>().store
         } else {
-            serde_json::from_slice::<HistoryReport>(&out.stdout)
-                .unwrap()
-                .store
+            json.json::<HistoryReport>().store
         };
-        assert_eq!(store, shown_store(env), "{args:?}: {}", text(&out.stdout));
+        assert_eq!(store, shown_store(env), "{args:?}");
     }
     for cmd in ["status", "history"] {
-        let out = env.run(&[cmd, "nosuch.job"]);
-        assert_eq!(out.status.code(), Some(1), "{cmd}: {}", text(&out.stdout));
-        let err = text(&out.stderr);
-        assert!(
-            err.contains("nosuch.job: store ") && err.contains("does not know this job"),
-            "{cmd}: {err}"
-        );
+        Jobrun::new(env)
+            .args([cmd, "nosuch.job"])
+            .code(1)
+            .stderr_contains("nosuch.job: store ")
+            .stderr_contains("does not know this job")
+            .run();
     }
     // A known job still shows, beside the unknown one that fails.
-    let out = env.run(&["status", "known", "nosuch.job"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stdout).contains("known"));
+    Jobrun::new(env)
+        .args(["status", "known", "nosuch.job"])
+        .code(1)
+        .stdout_contains("known")
+        .run();
     if env.kind == Kind::Postgres {
         // A password in the URL never shows (the test server trusts anyone).
         let with_password = env.db.replacen("postgres@", "postgres:hunter2@", 1);
-        let out = env
-            .cmd(&["status", "--json"])
+        let out = Jobrun::new(env)
+            .args(["status", "--json"])
             .env("JOBRUN_DB", &with_password)
-            .output()
-            .unwrap();
-        let said = text(&out.stdout) + &text(&out.stderr);
-        assert!(out.status.success(), "{said}");
-        assert!(!said.contains("hunter2"), "{said}");
-        let v: StatusReport = serde_json::from_slice(&out.stdout).unwrap();
+            .code(0)
+            .stdout_lacks("hunter2")
+            .stderr_lacks("hunter2")
+            .run();
+        let v: StatusReport = out.json();
         assert!(v.store.contains("127.0.0.1"), "{v:?}");
     }
 }
@@ -86,12 +77,12 @@ fn age_pass(env: &TestEnv, pass_id: &str, ms: i64) {
 }
 
 fn history_json(env: &TestEnv, args: &[&str]) -> Vec<PassRecord> {
-    let mut all = vec!["history", "--json"];
-    all.extend_from_slice(args);
-    let out = env.run(&all);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    let v: HistoryReport = serde_json::from_slice(&out.stdout).unwrap();
-    v.passes
+    Jobrun::new(env)
+        .args(["history", "--json"])
+        .args(args)
+        .code(0)
+        .json::<HistoryReport>()
+        .passes
 }
 
 fn jobs_of(passes: &[PassRecord]) -> Vec<String> {

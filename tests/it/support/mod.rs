@@ -1,14 +1,17 @@
 //! What the behaviour modules share, and nothing else: the TestEnv (a
-//! temporary store and the real binary), passes to act on, direct access to
-//! a store's tables, servers and users a test owns. Behaviour modules
-//! import from here only, never from each other.
+//! temporary store and the real binary), an assertion builder for one
+//! command, passes to act on, direct access to a store's tables, servers
+//! and users a test owns. Behaviour modules import from here only, never
+//! from each other.
 
+pub mod assert;
 pub mod env;
 pub mod pass;
 pub mod pg;
 pub mod store;
 pub mod user;
 
+pub use assert::{exits, Jobrun};
 pub use env::{alive, held_child, kill, pg_server, script, wait_until, Kind, TestEnv, BIN};
 pub use pass::{kill_pass, start_pass, WEB2};
 pub use pg::OwnServer;
