@@ -55,20 +55,22 @@ impl OwnServer {
         }
     }
 
+    /// Stop the server, keeping its data (an outage).
     pub fn halt(&self) {
-        let s = Command::new(pg_script())
-            .args(["halt", &self.dir])
-            .status()
-            .unwrap();
-        assert!(s.success(), "halt failed");
+        self.script("halt");
     }
 
+    /// Start it again on the same port.
     pub fn restart(&self) {
+        self.script("restart");
+    }
+
+    fn script(&self, verb: &str) {
         let s = Command::new(pg_script())
-            .args(["restart", &self.dir])
+            .args([verb, &self.dir])
             .status()
             .unwrap();
-        assert!(s.success(), "restart failed");
+        assert!(s.success(), "{verb} failed");
     }
 }
 
