@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::liveness::Liveness;
 
@@ -248,7 +248,7 @@ pub struct Pause {
 }
 
 /// How a pass ended, as recorded in history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Ok,
@@ -320,8 +320,8 @@ impl Outcome {
     }
 }
 
-/// One pass as history keeps it.
-#[derive(Debug, Clone, Serialize)]
+/// One pass as history keeps it, and as `history --json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PassRecord {
     pub job: String,
     pub pass_id: String,

@@ -12,6 +12,7 @@ pub mod cmd;
 pub mod exit;
 pub mod lease;
 pub mod liveness;
+pub mod model;
 pub mod renewer;
 pub mod report;
 pub mod settings;

@@ -465,7 +465,8 @@ Both documents are stable: fields are only ever added. Times named
 .RE
 .PP
 \fBstore\fR names the store read (a URL without its password);
-\fBstate\fR is free, running, queued, paused, orphaned, stale or dead;
+\fBstate\fR is free, running, stopped, queued, paused, orphaned, stale or
+dead;
 \fBliveness\fR is alive, dead or unknown; \fBpaused\fR is the first of
 \fBpauses\fR, every pause standing on the job (\fBowner\fR null for a pause
 without \fB\-\-as\fR; \fBall\fR for \fBpause \-\-all\fR).
@@ -477,7 +478,8 @@ without \fB\-\-as\fR; \fBall\fR for \fBpause \-\-all\fR).
  "passes": [{"job": "feeds.poll", "pass_id": "3f2a9c0b11de",
    "token": 1764410400000001, "slot": 0, "host": "web1", "pid": 4242,
    "started_at_ms": 1764410400000, "ended_at_ms": 1764410403100,
-   "duration_ms": 3100, "exit_code": 0, "signal": null, "outcome": "ok"}],
+   "duration_ms": 3100, "waited_ms": 0, "exit_code": 0, "signal": null,
+   "outcome": "ok"}],
  "summary": [{"job": "feeds.poll", "count": 288, "mean_ms": 3000,
    "p50_ms": 2900, "p95_ms": 4100, "max_ms": 9000,
    "outcomes": {"ok": 287, "skipped": 1}}]}
@@ -487,6 +489,8 @@ without \fB\-\-as\fR; \fBall\fR for \fBpause \-\-all\fR).
 Passes are newest start first (\fB\-\-reverse\fR: oldest first).
 \fBtoken\fR and \fBslot\fR are null for a pass that took no slot;
 \fBexit_code\fR is null when the command died of \fBsignal\fR;
+the command started \fBwaited_ms\fR after \fBstarted_at_ms\fR (null for
+passes recorded before jobrun kept it) and ran \fBduration_ms\fR;
 \fBoutcome\fR is one of ok, failed, skipped, lost\-lease, spawn\-failed,
 killed, stopped, coalesced, timed\-out. The summary counts durations of
 the passes that ran a command.
@@ -624,4 +628,32 @@ fn sub_page_extra(sub: &str) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MAIN_PAGE;
+    use crate::model::{Outcome, State};
+
+    /// The text of jobrun(1) from `from` to the next `until`, unescaped.
+    fn sentence(from: &str, until: char) -> String {
+        let page = MAIN_PAGE.replace("\\-", "-").replace('\n', " ");
+        let at = page.find(from).unwrap_or_else(|| panic!("no {from:?}"));
+        let rest = &page[at + from.len()..];
+        rest[..rest.find(until).unwrap()].to_string()
+    }
+
+    /// JSON OUTPUT names every state status shows and every outcome
+    /// history records.
+    #[test]
+    fn json_output_names_every_state_and_outcome() {
+        let states = sentence("\\fBstate\\fR is ", ';');
+        for s in State::ALL {
+            assert!(states.contains(s.as_str()), "{states:?} lacks {s:?}");
+        }
+        let outcomes = sentence("\\fBoutcome\\fR is one of ", '.');
+        for o in Outcome::ALL {
+            assert!(outcomes.contains(o.as_str()), "{outcomes:?} lacks {o:?}");
+        }
+    }
 }

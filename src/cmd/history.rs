@@ -6,27 +6,15 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use serde_json::json;
 
 use crate::cli::HistoryArgs;
 use crate::exit;
 use crate::lease::{Outcome, PassRecord};
+use crate::model::{self, HistoryReport, Summary};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
 use crate::settings::{self, job_name};
 use crate::store::{HistoryQuery, StoreSpec};
-
-/// Duration figures over the passes that ran a command.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Summary {
-    pub job: String,
-    pub count: usize,
-    pub mean_ms: i64,
-    pub p50_ms: i64,
-    pub p95_ms: i64,
-    pub max_ms: i64,
-    pub outcomes: BTreeMap<String, usize>,
-}
 
 /// Nearest-rank percentile of sorted values.
 fn percentile(sorted: &[i64], p: usize) -> i64 {
@@ -106,17 +94,26 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
             summaries.push(summarise(j, &all));
         }
     }
+    let report = HistoryReport {
+        store: spec.display(),
+        passes,
+        summary: summaries,
+    };
     if a.json {
-        let out = json!({ "store": spec.display(), "passes": passes, "summary": summaries });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(exit::OK);
+        println!("{}", model::to_json(&report)?);
+    } else {
+        print_table(&report);
     }
-    println!("store: {}", spec.display());
+    Ok(exit::OK)
+}
+
+fn print_table(report: &HistoryReport) {
+    println!("store: {}", report.store);
     println!(
         "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} TOKEN",
         "STARTED", "JOB", "OUTCOME", "WAITED", "DURATION", "EXIT", "PASS"
     );
-    for p in &passes {
+    for p in &report.passes {
         let code = match (p.exit_code, p.signal) {
             (Some(c), _) => c.to_string(),
             (None, Some(s)) => format!("sig{s}"),
@@ -139,7 +136,7 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
         "{:<24} {:>6} {:>8} {:>8} {:>8} {:>8}  OUTCOMES",
         "JOB", "PASSES", "MEAN", "P50", "P95", "MAX"
     );
-    for s in &summaries {
+    for s in &report.summary {
         let outcomes: Vec<String> = s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         println!(
             "{:<24} {:>6} {:>8} {:>8} {:>8} {:>8}  {}",
@@ -152,7 +149,6 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
             outcomes.join(", ")
         );
     }
-    Ok(exit::OK)
 }
 
 #[cfg(test)]

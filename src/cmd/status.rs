@@ -2,26 +2,29 @@
 //! with the evidence verdict on each holder and the queue behind it.
 
 use anyhow::Result;
-use serde_json::{json, Value};
 
 use crate::cli::StatusArgs;
 use crate::cmd::{evidence, judged};
 use crate::exit;
 use crate::lease::{LeaseRow, Pause, WaiterRow};
 use crate::liveness::{Evidence, Liveness, Sight, Verdict};
+use crate::model::{
+    self, JobStatus, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus, State,
+    StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
+};
 use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::say;
 use crate::settings::job_names;
-use crate::store::StoreSpec;
+use crate::store::{JobRow, StoreSpec};
 
 /// The state of one held slot, from its verdict and lease.
-pub fn lease_state(l: &LeaseRow, v: &Verdict) -> &'static str {
+pub fn lease_state(l: &LeaseRow, v: &Verdict) -> State {
     match v.liveness {
-        Liveness::Alive if v.orphaned => "orphaned",
-        Liveness::Alive => "running",
-        Liveness::Dead => "dead",
-        Liveness::Unknown if l.lapsed() => "stale",
-        Liveness::Unknown => "running",
+        Liveness::Alive if v.orphaned => State::Orphaned,
+        Liveness::Alive => State::Running,
+        Liveness::Dead => State::Dead,
+        Liveness::Unknown if l.lapsed() => State::Stale,
+        Liveness::Unknown => State::Running,
     }
 }
 
@@ -31,22 +34,22 @@ fn pauses_for<'a>(pauses: &'a [Pause], job: &str) -> Vec<&'a Pause> {
     own.chain(pauses.iter().filter(|p| p.job == "*")).collect()
 }
 
-fn pause_json(p: &Pause) -> Value {
-    json!({
-        "owner": p.owner,
-        "reason": p.reason,
-        "since": utc_ms(p.since_ms),
-        "all": p.job == "*",
-    })
+fn pause_status(p: &Pause) -> PauseStatus {
+    PauseStatus {
+        owner: p.owner.clone(),
+        reason: p.reason.clone(),
+        since: utc_ms(p.since_ms),
+        all: p.job == "*",
+    }
 }
 
 /// The state of a held slot as status shows it: a live wrapper on this
 /// machine that is stopped (SIGSTOP, a debugger: `T` in `/proc`, as `ps`
 /// shows it) is `stopped`, since it neither renews nor runs on.
-fn shown_state(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> &'static str {
+fn shown_state(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> State {
     let state = lease_state(l, v);
-    if state == "running" && wrapper_stopped(l, evidence) {
-        "stopped"
+    if state == State::Running && wrapper_stopped(l, evidence) {
+        State::Stopped
     } else {
         state
     }
@@ -71,6 +74,100 @@ fn trunc(s: &str, n: usize) -> String {
     }
 }
 
+fn verdict_status(v: &Verdict) -> VerdictStatus {
+    VerdictStatus {
+        liveness: v.liveness,
+        reason: v.reason.clone(),
+    }
+}
+
+fn slot_status(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> SlotStatus {
+    SlotStatus {
+        slot: l.slot,
+        state: shown_state(l, v, evidence),
+        token: l.token,
+        pass_id: l.pass_id.clone(),
+        holder: SlotHolder {
+            host: l.holder.host.clone(),
+            pid: l.holder.wrapper.pid,
+            child_pid: l.holder.child.map(|c| c.pid),
+        },
+        verdict: verdict_status(v),
+        since: utc_ms(l.acquired_at_ms),
+        held_ms: l.held_ms,
+        // An age is never negative (a clock ahead of ours).
+        renewed_ago_ms: l.renewed_ago_ms.max(0),
+        expires_in_ms: l.expires_in_ms,
+        max_hold_ms: l.max_hold_ms,
+        command: l.argv.clone(),
+    }
+}
+
+fn queue_status(queue: &[&(WaiterRow, Verdict)]) -> QueueStatus {
+    QueueStatus {
+        length: queue.len(),
+        head_waited_ms: queue.first().map(|(w, _)| w.waited_ms),
+        waiters: queue
+            .iter()
+            .enumerate()
+            .map(|(i, (w, v))| WaiterStatus {
+                position: i + 1,
+                pass_id: w.pass_id.clone(),
+                holder: WaiterHolder {
+                    host: w.holder.host.clone(),
+                    pid: w.holder.wrapper.pid,
+                },
+                verdict: verdict_status(v),
+                waited_ms: w.waited_ms,
+                command: w.argv.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// What the store read (leases and waiters judged) says of one job.
+fn job_status(
+    job: &JobRow,
+    pauses: &[Pause],
+    leases: &[(LeaseRow, Verdict)],
+    waiters: &[(WaiterRow, Verdict)],
+    evidence: &Evidence,
+) -> JobStatus {
+    let pauses: Vec<PauseStatus> = pauses_for(pauses, &job.name)
+        .into_iter()
+        .map(pause_status)
+        .collect();
+    let slots: Vec<SlotStatus> = leases
+        .iter()
+        .filter(|(l, _)| l.job == job.name)
+        .map(|(l, v)| slot_status(l, v, evidence))
+        .collect();
+    let queue: Vec<&(WaiterRow, Verdict)> =
+        waiters.iter().filter(|(w, _)| w.job == job.name).collect();
+    let state = if let Some(s) = slots.first() {
+        s.state
+    } else if !pauses.is_empty() {
+        State::Paused
+    } else if !queue.is_empty() {
+        State::Queued
+    } else {
+        State::Free
+    };
+    JobStatus {
+        name: job.name.clone(),
+        state,
+        paused: pauses.first().cloned(),
+        pauses,
+        slots,
+        queue: queue_status(&queue),
+        last: job.last_outcome.as_ref().map(|o| LastPass {
+            outcome: o.clone(),
+            duration_ms: job.last_duration_ms,
+            ended_ago_ms: job.last_ended_ms_ago,
+        }),
+    }
+}
+
 pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
     let names = job_names(&a.names)?;
     let mut store = spec.open_existing()?;
@@ -91,74 +188,18 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
         })
         .collect();
 
-    let mut out = Vec::new();
-    for job in &jobs {
-        let standing = pauses_for(&pauses, &job.name);
-        let pause = standing.first();
-        let held: Vec<&(LeaseRow, Verdict)> =
-            leases.iter().filter(|(l, _)| l.job == job.name).collect();
-        let queue: Vec<&(WaiterRow, Verdict)> = waiter_verdicts
+    let report = StatusReport {
+        store: spec.display(),
+        jobs: jobs
             .iter()
-            .filter(|(w, _)| w.job == job.name)
-            .collect();
-        let state = if let Some((l, v)) = held.first() {
-            shown_state(l, v, &evidence)
-        } else if pause.is_some() {
-            "paused"
-        } else if !queue.is_empty() {
-            "queued"
-        } else {
-            "free"
-        };
-        out.push(json!({
-            "name": job.name,
-            "state": state,
-            "paused": pause.map(|p| pause_json(p)),
-            "pauses": standing.iter().map(|p| pause_json(p)).collect::<Vec<_>>(),
-            "slots": held.iter().map(|(l, v)| json!({
-                "slot": l.slot,
-                "state": shown_state(l, v, &evidence),
-                "token": l.token,
-                "pass_id": l.pass_id,
-                "holder": {
-                    "host": l.holder.host,
-                    "pid": l.holder.wrapper.pid,
-                    "child_pid": l.holder.child.map(|c| c.pid),
-                },
-                "verdict": {"liveness": v.liveness, "reason": v.reason},
-                "since": utc_ms(l.acquired_at_ms),
-                "held_ms": l.held_ms,
-                // An age is never negative (a clock ahead of ours).
-                "renewed_ago_ms": l.renewed_ago_ms.max(0),
-                "expires_in_ms": l.expires_in_ms,
-                "max_hold_ms": l.max_hold_ms,
-                "command": l.argv,
-            })).collect::<Vec<_>>(),
-            "queue": {
-                "length": queue.len(),
-                "head_waited_ms": queue.first().map(|(w, _)| w.waited_ms),
-                "waiters": queue.iter().enumerate().map(|(i, (w, v))| json!({
-                    "position": i + 1,
-                    "pass_id": w.pass_id,
-                    "holder": {"host": w.holder.host, "pid": w.holder.wrapper.pid},
-                    "verdict": {"liveness": v.liveness, "reason": v.reason},
-                    "waited_ms": w.waited_ms,
-                    "command": w.argv,
-                })).collect::<Vec<_>>(),
-            },
-            "last": job.last_outcome.as_ref().map(|o| json!({
-                "outcome": o,
-                "duration_ms": job.last_duration_ms,
-                "ended_ago_ms": job.last_ended_ms_ago,
-            })),
-        }));
-    }
+            .map(|j| job_status(j, &pauses, &leases, &waiter_verdicts, &evidence))
+            .collect(),
+    };
     if a.json {
-        let doc = json!({ "store": spec.display(), "jobs": out });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", model::to_json(&report)?);
     } else {
-        println!("{}", trunc(&format!("store: {}", spec.display()), WIDTH));
-        print_table(&out);
+        println!("{}", trunc(&format!("store: {}", report.store), WIDTH));
+        print_table(&report.jobs);
     }
     for n in &unknown {
         say!("{n}: store {} does not know this job", spec.display());
@@ -180,16 +221,7 @@ macro_rules! row {
     };
 }
 
-/// A text field of a row, escaped for the table.
-fn text(v: &Value) -> String {
-    escape(v.as_str().unwrap_or(""))
-}
-
-fn ms(v: &Value) -> i64 {
-    v.as_i64().unwrap_or(0)
-}
-
-fn print_table(jobs: &[Value]) {
+fn print_table(jobs: &[JobStatus]) {
     // 24+4+8+19+7+11 columns and their gaps leave 20 for LAST, the
     // longest outcome and duration ("spawn-failed 23h 59m"): no figure is
     // ever cut. Tokens (16 digits) are on the detail line.
@@ -203,83 +235,78 @@ fn print_table(jobs: &[Value]) {
         "EXPIRES"
     );
     for j in jobs {
-        let name = trunc(&text(&j["name"]), 24);
-        let last = match &j["last"] {
-            Value::Null => "-".to_string(),
-            l => format!(
+        let name = trunc(&escape(&j.name), 24);
+        let last = match &j.last {
+            None => "-".to_string(),
+            Some(l) => format!(
                 "{} {}",
-                trunc(&escape(l["outcome"].as_str().unwrap_or("-")), 12),
-                human_ms(ms(&l["duration_ms"]))
+                trunc(&escape(&l.outcome), 12),
+                human_ms(l.duration_ms.unwrap_or(0))
             ),
         };
-        let slots = j["slots"].as_array().cloned().unwrap_or_default();
-        if slots.is_empty() {
+        if j.slots.is_empty() {
             row!(
                 "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 "-",
-                j["state"].as_str().unwrap_or(""),
+                j.state.as_str(),
                 "-",
                 "-",
                 "-"
             );
         }
-        for s in &slots {
-            let holder = format!("{}:{}", text(&s["holder"]["host"]), s["holder"]["pid"]);
+        for s in &j.slots {
+            let holder = format!("{}:{}", escape(&s.holder.host), s.holder.pid);
             row!(
                 "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
-                s["slot"].to_string(),
-                s["state"].as_str().unwrap_or(""),
+                s.slot.to_string(),
+                s.state.as_str(),
                 trunc(&holder, 19),
-                age_ms(ms(&s["renewed_ago_ms"])),
-                expiry_ms(ms(&s["expires_in_ms"]))
+                age_ms(s.renewed_ago_ms),
+                expiry_ms(s.expires_in_ms)
             );
             row!(
                 "    since {}, token {}, {}",
-                s["since"].as_str().unwrap_or(""),
-                s["token"],
-                expiry_words(ms(&s["expires_in_ms"]))
+                s.since,
+                s.token,
+                expiry_words(s.expires_in_ms)
             );
             row!(
                 "    {}: {}",
-                s["verdict"]["liveness"].as_str().unwrap_or(""),
-                trunc(&text(&s["verdict"]["reason"]), 80)
+                s.verdict.liveness.as_str(),
+                trunc(&escape(&s.verdict.reason), 80)
             );
         }
-        for p in j["pauses"].as_array().into_iter().flatten() {
+        for p in &j.pauses {
             row!(
                 "    paused{}{} since {}{}",
-                p["owner"]
-                    .as_str()
+                p.owner
+                    .as_ref()
                     .map(|o| format!(" by {}", trunc(&escape(o), 20)))
                     .unwrap_or_default(),
-                if p["all"].as_bool() == Some(true) {
-                    " (all)"
-                } else {
-                    ""
-                },
-                p["since"].as_str().unwrap_or(""),
-                p["reason"]
-                    .as_str()
+                if p.all { " (all)" } else { "" },
+                p.since,
+                p.reason
+                    .as_ref()
                     .map(|r| format!(": {}", trunc(&escape(r), 50)))
                     .unwrap_or_default()
             );
         }
-        let q = &j["queue"];
-        let len = q["length"].as_u64().unwrap_or(0);
-        if len > 0 {
+        let q = &j.queue;
+        if q.length > 0 {
             row!(
-                "    queue: {len} waiting, head waited {}",
-                age_ms(ms(&q["head_waited_ms"]))
+                "    queue: {} waiting, head waited {}",
+                q.length,
+                age_ms(q.head_waited_ms.unwrap_or(0))
             );
-            for w in q["waiters"].as_array().into_iter().flatten() {
+            for w in &q.waiters {
                 row!(
                     "      #{} {}:{} waited {} ({}: {})",
-                    w["position"],
-                    text(&w["holder"]["host"]),
-                    w["holder"]["pid"],
-                    age_ms(ms(&w["waited_ms"])),
-                    w["verdict"]["liveness"].as_str().unwrap_or(""),
-                    trunc(&text(&w["verdict"]["reason"]), 40)
+                    w.position,
+                    escape(&w.holder.host),
+                    w.holder.pid,
+                    age_ms(w.waited_ms),
+                    w.verdict.liveness.as_str(),
+                    trunc(&escape(&w.verdict.reason), 40)
                 );
             }
         }

@@ -4,11 +4,9 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::both_stores;
-use crate::env::{Kind, TestEnv};
+use crate::support::{both_stores, exits, Jobrun, Kind, TestEnv};
 
 /// What the store holds: for SQLite every file beside it, byte for byte;
 /// for PostgreSQL its rows.
@@ -85,42 +83,20 @@ fn fnv(bytes: &[u8]) -> u64 {
 
 /// A store that has seen one pass, so "untouched" means something.
 fn used_store(env: &TestEnv) {
-    let out = env.run(&["run", "j", "--", "true"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn run_with(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Output {
-    let mut c = env.cmd(args);
-    for (k, v) in vars {
-        c.env(k, v);
-    }
-    c.stdin(Stdio::null()).output().unwrap()
+    exits(env, 0, &["run", "j", "--", "true"]);
 }
 
 /// `args` fails with exit 125 and one line containing every `needle`, runs
 /// no command (commands here `touch ran`), and changes nothing in the store.
 fn refused(env: &TestEnv, args: &[&str], vars: &[(&str, &str)], needles: &[&str]) {
     let before = store_state(env);
-    let out = run_with(env, args, vars);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(125), "{args:?} {vars:?}: {err}");
-    assert_eq!(
-        err.lines().count(),
-        1,
-        "{args:?} {vars:?}: not one line: {err}"
-    );
-    assert!(err.starts_with("jobrun: "), "{err}");
-    for n in needles {
-        assert!(
-            err.contains(n),
-            "{args:?} {vars:?}: {n:?} missing from {err}"
-        );
-    }
-    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "{args:?}");
+    Jobrun::new(env)
+        .args(args)
+        .envs(vars.iter().copied())
+        .refused()
+        .stderr_contains_all(needles)
+        .stdout_empty()
+        .run();
     assert!(!env.path("ran").exists(), "{args:?} ran its command");
     assert_eq!(
         store_state(env),
@@ -224,8 +200,7 @@ fn short_lease_and_short_max_hold_are_refused(env: &TestEnv) {
         &["--max-hold 1m", "shorter than --lease 5m"],
     );
     // The limits themselves are accepted.
-    let out = env.run(&args("3s", "3s"));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    exits(env, 0, &args("3s", "3s"));
     assert!(env.path("ran").exists());
 }
 
@@ -252,8 +227,7 @@ fn bad_job_names_are_refused(env: &TestEnv) {
     refused(env, &["status", " j"], &[], &["invalid job name"]);
     refused(env, &["clear-locks", "a\tb"], &[], &["invalid job name"]);
     // 200 characters is the limit, not past it.
-    let out = env.run(&["run", &"x".repeat(200), "--", "touch", "ran"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    exits(env, 0, &["run", &"x".repeat(200), "--", "touch", "ran"]);
 }
 
 both_stores!(
@@ -373,12 +347,13 @@ fn store_locked_past_the_busy_timeout() {
     .unwrap();
     c.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let started = Instant::now();
-    let out = run_with(&env, &["run", "j", "--", "touch", "ran"], &[]);
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .code(125)
+        .stderr_lines(1)
+        .stderr_contains_all(&[&env.db, "busy"])
+        .run();
     let took = started.elapsed();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(&env.db) && err.contains("busy"), "{err}");
     assert!(!env.path("ran").exists());
     // It waited for the busy timeout (5s), not forever.
     assert!(

@@ -1,200 +1,18 @@
 //! Evidence about a lease's holder: a dead holder frees its slot at once, a
 //! live one never (not even past its lease), a reused pid is not the holder,
 //! and a holder this machine cannot see is left to its lease.
-//!
-//! Also the helpers the operator tests share: a pass whose child loops
-//! until told to stop and leaves a marker when TERM reaches it, and direct
-//! access to the store's tables (to fake evidence, and to compare the whole
-//! store before and after a command).
 
 use std::fs;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use jobrun::model::{Liveness, Outcome, State};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, Kind, TestEnv};
-
-/// The identity of a second machine, through the evidence test seam.
-pub const WEB2: [(&str, &str); 2] = [("JOBRUN_HOST", "web2"), ("JOBRUN_BOOT_ID", "web2-boot")];
+use crate::support::{
+    alive, both_stores, kill, kill_pass, start_pass, store_exec, text, wait_until, Kind, TestEnv,
+    WEB2,
+};
 
 const START: Duration = Duration::from_secs(10);
-
-/// A pass in flight: its wrapper (`jobrun run`) and its child.
-#[derive(Debug, Clone, Copy)]
-pub struct Pass {
-    pub wrapper: u32,
-    pub child: i32,
-}
-
-/// Start `jobrun run --lease LEASE JOB -- <child>` in the background, where
-/// the child writes its pid to `<name>.pid`, touches `<name>.termed` when
-/// TERM reaches it, and otherwise runs until `<name>.stop` appears. Returns
-/// once the store has recorded the child.
-pub fn start_pass(
-    env: &TestEnv,
-    job: &str,
-    name: &str,
-    lease: &str,
-    identity: &[(&str, &str)],
-) -> Pass {
-    let child = script(
-        env,
-        &format!("{name}.sh"),
-        &format!(
-            "trap 'touch {name}.termed; exit 0' TERM\n\
-             echo $$ > {name}.pid.tmp && mv {name}.pid.tmp {name}.pid\n\
-             while [ ! -e {name}.stop ]; do sleep 0.05; done"
-        ),
-    );
-    let wrapper = env.start_with(
-        name,
-        &["run", "--lease", lease, job, "--", &child],
-        identity,
-    );
-    let pid_file = format!("{name}.pid");
-    assert!(
-        env.wait_for_file(&pid_file, START),
-        "{name}: the child never started: {}",
-        env.stderr_of(name)
-    );
-    let child = env.pid_in(&pid_file);
-    assert!(
-        wait_until(START, || slot(env, job)["holder"]["child_pid"] == child),
-        "{name}: the store never recorded child pid {child}: {}",
-        slot(env, job)
-    );
-    Pass { wrapper, child }
-}
-
-/// SIGKILL a pass's wrapper and its whole process group (the child and
-/// anything it started: no unwinding, no release) and wait until both are
-/// gone.
-pub fn kill_pass(env: &TestEnv, p: Pass) {
-    kill(p.wrapper as i32, libc::SIGKILL);
-    kill(-p.child, libc::SIGKILL);
-    assert!(
-        env.wait_exit(p.wrapper, START).is_some(),
-        "wrapper survived SIGKILL"
-    );
-    assert!(
-        wait_until(START, || !alive(p.child)),
-        "child survived SIGKILL"
-    );
-}
-
-/// The status entry of slot 0 of `job` (Null when free).
-pub fn slot(env: &TestEnv, job: &str) -> Value {
-    env.job(job)["slots"][0].clone()
-}
-
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Run SQL statements (literal values only) against the store's tables.
-pub fn store_exec(env: &TestEnv, sql: &str) {
-    match env.kind {
-        Kind::Sqlite => {
-            let c = rusqlite::Connection::open(&env.db).expect("open the SQLite store");
-            c.busy_timeout(Duration::from_secs(5)).unwrap();
-            c.execute_batch(sql)
-                .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        }
-        Kind::Postgres => {
-            let mut c = ::postgres::Client::connect(&env.db, ::postgres::NoTls)
-                .expect("connect to the test database");
-            c.batch_execute(sql)
-                .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        }
-    }
-}
-
-/// Every row of every table of the store, as text, in a stable order.
-pub fn dump_store(env: &TestEnv) -> Vec<String> {
-    let mut out = vec![];
-    match env.kind {
-        Kind::Sqlite => {
-            let c = rusqlite::Connection::open(&env.db).expect("open the SQLite store");
-            c.busy_timeout(Duration::from_secs(5)).unwrap();
-            let version: i64 = c
-                .query_row("PRAGMA user_version", [], |r| r.get(0))
-                .unwrap();
-            out.push(format!("user_version {version}"));
-            let mut tables = c
-                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-                .unwrap();
-            let names: Vec<String> = tables
-                .query_map([], |r| r.get(0))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect();
-            for t in names {
-                let mut q = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-                let n = q.column_count();
-                let mut rows: Vec<String> = q
-                    .query_map([], |r| {
-                        Ok((0..n)
-                            .map(|i| sqlite_text(r.get_ref(i).unwrap()))
-                            .collect::<Vec<_>>()
-                            .join("|"))
-                    })
-                    .unwrap()
-                    .map(|r| format!("{t}: {}", r.unwrap()))
-                    .collect();
-                rows.sort();
-                out.push(format!("table {t}: {} rows", rows.len()));
-                out.extend(rows);
-            }
-        }
-        Kind::Postgres => {
-            let mut c = ::postgres::Client::connect(&env.db, ::postgres::NoTls)
-                .expect("connect to the test database");
-            let names: Vec<String> = c
-                .query(
-                    "SELECT table_name::text FROM information_schema.tables \
-                     WHERE table_schema = 'public' ORDER BY 1",
-                    &[],
-                )
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            for t in names {
-                let rows: Vec<String> = c
-                    .query(
-                        &format!("SELECT row_to_json(t)::text FROM \"{t}\" t ORDER BY 1"),
-                        &[],
-                    )
-                    .unwrap()
-                    .iter()
-                    .map(|r| format!("{t}: {}", r.get::<_, String>(0)))
-                    .collect();
-                out.push(format!("table {t}: {} rows", rows.len()));
-                out.extend(rows);
-            }
-        }
-    }
-    assert!(
-        out.iter().any(|l| l.starts_with("table leases")),
-        "no leases table in {out:?}"
-    );
-    out
-}
-
-fn sqlite_text(v: rusqlite::types::ValueRef) -> String {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Null => "NULL".into(),
-        ValueRef::Integer(i) => i.to_string(),
-        ValueRef::Real(f) => f.to_string(),
-        ValueRef::Text(t) => format!("{:?}", String::from_utf8_lossy(t)),
-        ValueRef::Blob(b) => format!(
-            "x'{}'",
-            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-        ),
-    }
-}
 
 fn unix_ns(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).unwrap().as_nanos()
@@ -204,11 +22,8 @@ fn unix_ns(t: SystemTime) -> u128 {
 /// next `run` judges the holder dead, frees the slot at once and says so.
 fn killed_holder_frees_at_once(env: &TestEnv) {
     let p = start_pass(env, "j", "first", "60s", &[]);
-    let old_token = slot(env, "j")["token"].as_i64().unwrap();
-    let host = slot(env, "j")["holder"]["host"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let old_token = env.slot("j").token;
+    let host = env.slot("j").holder.host;
     let killed_at = SystemTime::now();
     kill_pass(env, p);
     let out = env.run(&[
@@ -264,8 +79,8 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
     // recorded as anything it did not do.
     assert_eq!(env.held("j"), 0);
     let hist = env.history("j");
-    assert_eq!(hist[0]["outcome"], "ok", "{hist:?}");
-    assert_eq!(hist[0]["token"], new_token, "{hist:?}");
+    assert_eq!(hist[0].outcome, Outcome::Ok, "{hist:?}");
+    assert_eq!(hist[0].token, Some(new_token), "{hist:?}");
 }
 
 /// The wrapper SIGKILLed alone: its child runs on, so the holder is alive
@@ -273,22 +88,22 @@ fn killed_holder_frees_at_once(env: &TestEnv) {
 /// holder is dead and the next pass runs.
 fn orphaned_child_keeps_the_slot(env: &TestEnv) {
     let p = start_pass(env, "j", "first", "3s", &[]);
-    let token = slot(env, "j")["token"].as_i64().unwrap();
+    let token = env.slot("j").token;
     kill(p.wrapper as i32, libc::SIGKILL);
     assert!(env.wait_exit(p.wrapper, START).is_some());
     assert!(
-        wait_until(Duration::from_secs(15), || slot(env, "j")["expires_in_ms"]
-            .as_i64()
-            .is_some_and(|e| e <= 0)),
-        "the lease never lapsed: {}",
-        slot(env, "j")
+        wait_until(Duration::from_secs(15), || env
+            .find_slot("j")
+            .is_some_and(|s| s.expires_in_ms <= 0)),
+        "the lease never lapsed: {:?}",
+        env.find_slot("j")
     );
     let job = env.job("j");
-    assert_eq!(job["state"], "orphaned", "{job}");
-    let s = &job["slots"][0];
-    assert_eq!(s["state"], "orphaned", "{s}");
-    assert_eq!(s["verdict"]["liveness"], "alive", "{s}");
-    let reason = s["verdict"]["reason"].as_str().unwrap();
+    assert_eq!(job.state, State::Orphaned, "{job:?}");
+    let s = &job.slots[0];
+    assert_eq!(s.state, State::Orphaned, "{s:?}");
+    assert_eq!(s.verdict.liveness, Liveness::Alive, "{s:?}");
+    let reason = &s.verdict.reason;
     assert!(
         reason.contains(&format!("child pid {} runs on", p.child)),
         "{reason}"
@@ -346,9 +161,9 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
              child_start = child_start + 7{lock} WHERE job = 'j'"
         ),
     );
-    let s = slot(env, "j");
-    assert_eq!(s["verdict"]["liveness"], "dead", "{s}");
-    let reason = s["verdict"]["reason"].as_str().unwrap();
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Dead, "{s:?}");
+    let reason = &s.verdict.reason;
     assert!(
         reason.contains(&format!(
             "pid {} start time differs (pid reused)",
@@ -387,11 +202,11 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
 /// machine), then freed once the lease lapses.
 fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     let p = start_pass(env, "j", "remote", "6s", &WEB2);
-    let s = slot(env, "j");
-    let token = s["token"].as_i64().unwrap();
-    assert_eq!(s["holder"]["host"], "web2", "{s}");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
-    assert_eq!(s["verdict"]["reason"], "other host web2", "{s}");
+    let s = env.slot("j");
+    let token = s.token;
+    assert_eq!(s.holder.host, "web2", "{s:?}");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
+    assert_eq!(s.verdict.reason, "other host web2", "{s:?}");
 
     let rival = |ran: &str| {
         let out = env.run(&["run", "-E", "75", "j", "--", "touch", ran]);
@@ -417,10 +232,11 @@ fn other_host_holder_is_left_to_its_lease(env: &TestEnv) {
     assert!(!env.path("rival2.ran").exists());
 
     assert!(
-        wait_until(Duration::from_secs(20), || slot(env, "j")["state"]
-            == "stale"),
-        "never stale: {}",
-        slot(env, "j")
+        wait_until(Duration::from_secs(20), || env
+            .find_slot("j")
+            .is_some_and(|s| s.state == State::Stale)),
+        "never stale: {:?}",
+        env.find_slot("j")
     );
     let (code, err) = rival("rival3.ran");
     assert_eq!(code, Some(0), "{err}");
@@ -462,10 +278,10 @@ fn sqlite_previous_boot_is_dead() {
         "60s",
         &[("JOBRUN_BOOT_ID", "an-earlier-boot")],
     );
-    let s = slot(&env, "j");
-    assert_eq!(s["holder"]["host"], host.as_str());
-    assert_eq!(s["verdict"]["liveness"], "dead", "{s}");
-    assert_eq!(s["verdict"]["reason"], "recorded on a previous boot", "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.holder.host, host);
+    assert_eq!(s.verdict.liveness, Liveness::Dead, "{s:?}");
+    assert_eq!(s.verdict.reason, "recorded on a previous boot", "{s:?}");
     let out = env.run(&["run", "-E", "75", "j", "--", "true"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -485,9 +301,9 @@ fn postgres_other_boot_is_unknown() {
         "60s",
         &[("JOBRUN_BOOT_ID", "an-earlier-boot")],
     );
-    let s = slot(&env, "j");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
-    assert_eq!(s["verdict"]["reason"], format!("other host {host}"), "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
+    assert_eq!(s.verdict.reason, format!("other host {host}"), "{s:?}");
     let out = env.run(&["run", "-E", "75", "j", "--", "true"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
 }
@@ -504,23 +320,20 @@ fn sqlite_other_pid_namespace_is_judged_by_the_kernel_lock() {
         &env,
         "UPDATE leases SET pid_ns = 'pid:[4026599999]' WHERE job = 'j'",
     );
-    let s = slot(&env, "j");
-    assert_eq!(s["verdict"]["liveness"], "alive", "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Alive, "{s:?}");
     assert_eq!(
-        s["verdict"]["reason"], "wrapper holds its lock (pid namespace pid:[4026599999])",
-        "{s}"
+        s.verdict.reason, "wrapper holds its lock (pid namespace pid:[4026599999])",
+        "{s:?}"
     );
     let out = env.run(&["run", "-E", "75", "j", "--", "true"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
 
     kill_pass(&env, p);
-    let s = slot(&env, "j");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
+    let s = env.slot("j");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
     assert!(
-        s["verdict"]["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("wrapper's lock is free"),
-        "{s}"
+        s.verdict.reason.starts_with("wrapper's lock is free"),
+        "{s:?}"
     );
 }

@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, Kind, TestEnv};
-use crate::evidence::{slot, start_pass, store_exec, text};
+use jobrun::model::State;
+
+use crate::support::{
+    alive, both_stores, kill, script, start_pass, store_exec, text, wait_until, Kind, TestEnv,
+};
 
 const START: Duration = Duration::from_secs(10);
 
@@ -103,17 +105,17 @@ fn the_command_never_runs_before_it_is_on_record() {
     );
     db.execute_batch("ROLLBACK").unwrap();
     assert!(!witness.exists(), "the command ran after its wrapper died");
-    assert_eq!(env.held("u"), 0, "{}", env.job("u"));
+    assert_eq!(env.held("u"), 0, "{:?}", env.find_job("u"));
 
     // Once the store is free, a pass runs at once, and the store names its
     // command from the start.
     let wrapper = env.start("next", &["run", "--lease", "3s", "u", "--", &cmd]);
     assert!(env.wait_for_file("ran", START), "{}", env.stderr_of("next"));
-    let s = slot(&env, "u");
-    let recorded = s["holder"]["child_pid"].as_i64().unwrap() as i32;
+    let s = env.slot("u");
+    let recorded = s.holder.child_pid.unwrap();
     assert!(
         children_of(wrapper as i32).contains(&recorded),
-        "recorded child {recorded} is not the wrapper's: {s}"
+        "recorded child {recorded} is not the wrapper's: {s:?}"
     );
     assert!(wait_until(START, || exe_name(recorded) == "sleep"));
     kill(wrapper as i32, libc::SIGTERM);
@@ -140,7 +142,9 @@ fn a_grandchild_keeps_the_pass(env: &TestEnv) {
     );
     assert!(env.wait_for_file("child.pid", START));
     let (child, grandchild) = (env.pid_in("child.pid"), env.pid_in("gc.pid"));
-    assert!(wait_until(START, || slot(env, "g")["holder"]["child_pid"] == child));
+    assert!(wait_until(START, || env
+        .find_slot("g")
+        .is_some_and(|s| s.holder.child_pid == Some(child))));
     kill(wrapper as i32, libc::SIGKILL);
     kill(child, libc::SIGKILL);
     assert!(env.wait_exit(wrapper, START).is_some());
@@ -150,9 +154,9 @@ fn a_grandchild_keeps_the_pass(env: &TestEnv) {
     let out = env.run(&["run", "-E", "75", "g", "--", "touch", "rival"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
     assert!(!env.path("rival").exists(), "a pass ran beside the orphan");
-    let s = slot(env, "g");
-    assert_eq!(s["state"], "orphaned", "{s}");
-    let reason = s["verdict"]["reason"].as_str().unwrap();
+    let s = env.slot("g");
+    assert_eq!(s.state, State::Orphaned, "{s:?}");
+    let reason = &s.verdict.reason;
     assert!(
         reason.contains(&format!("pid {grandchild} of its process group runs on")),
         "{reason}"
@@ -166,7 +170,7 @@ fn a_grandchild_keeps_the_pass(env: &TestEnv) {
         "{said}"
     );
     assert!(wait_until(START, || !alive(grandchild)));
-    assert_eq!(env.held("g"), 0, "{}", env.job("g"));
+    assert_eq!(env.held("g"), 0, "{:?}", env.find_job("g"));
     let out = env.run(&["run", "-E", "75", "g", "--", "touch", "rival"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
@@ -314,8 +318,8 @@ fn kill_torture_never_overlaps(env: &TestEnv) {
             .status
             .code()
             == Some(0)),
-        "the job stayed blocked: {}",
-        env.job("t")
+        "the job stayed blocked: {:?}",
+        env.find_job("t")
     );
 }
 
@@ -340,7 +344,7 @@ fn delete_store(env: &TestEnv) {
 /// pass, in the new store, gets a larger token than every earlier one.
 fn a_deleted_store_loses_the_lease_and_tokens_never_repeat(env: &TestEnv) {
     let first = start_pass(env, "d", "first", "3s", &[]);
-    let earlier = slot(env, "d")["token"].as_i64().unwrap();
+    let earlier = env.slot("d").token;
     delete_store(env);
     let deleted = Instant::now();
     if env.kind == Kind::Postgres {
@@ -369,11 +373,7 @@ fn a_deleted_store_loses_the_lease_and_tokens_never_repeat(env: &TestEnv) {
 
     let out = env.run(&["run", "d", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let later: Vec<i64> = env
-        .history("d")
-        .iter()
-        .map(|p| p["token"].as_i64().unwrap())
-        .collect();
+    let later: Vec<i64> = env.history("d").iter().map(|p| p.token.unwrap()).collect();
     assert!(!later.is_empty());
     assert!(
         later.iter().all(|t| *t > earlier),
@@ -441,17 +441,17 @@ fn max_hold_never_judged_on_a_jumping_clock(env: &TestEnv) {
         env.stderr_of("hold")
     );
     // Renewed at 1 s and 2 s, max hold at 3 s: about 2 s of lease left.
-    let left = slot(env, "h")["expires_in_ms"].as_i64().unwrap_or(0);
+    let left = env.find_slot("h").map_or(0, |s| s.expires_in_ms);
     assert!(left > 1000, "{left} ms left");
     let (code, err) = rival("h", "rival2");
     assert_eq!(code, Some(75), "taken before its lease lapsed: {err}");
     assert!(!env.path("rival2").exists());
     assert!(
-        wait_until(START, || slot(env, "h")["expires_in_ms"]
-            .as_i64()
-            .is_some_and(|e| e <= 0)),
-        "{}",
-        slot(env, "h")
+        wait_until(START, || env
+            .find_slot("h")
+            .is_some_and(|s| s.expires_in_ms <= 0)),
+        "{:?}",
+        env.find_slot("h")
     );
     let (code, err) = rival("h", "rival3");
     assert_eq!(code, Some(0), "{err}");

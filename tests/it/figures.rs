@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::both_stores;
-use crate::env::{alive, held_child, kill, script, wait_until, TestEnv};
+use jobrun::model::{HistoryReport, Outcome, State};
+
+use crate::support::{alive, both_stores, held_child, kill, script, wait_until, Kind, TestEnv};
 
 /// A pass that queued for a while and then ran a 0.1 s command: its
 /// duration is the command's, its wait is recorded apart (JSON and table),
@@ -19,26 +20,26 @@ fn duration_is_measured_from_the_command_start(env: &TestEnv) {
         &["run", "--wait", "60s", "w", "--", "sleep", "0.1"],
     );
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("w")["queue"]["length"] == 1
+        env.find_job("w").is_some_and(|j| j.queue.length == 1)
     }));
     // The waiter is queued; hold the slot for 1.5 s more before releasing.
     let queued = Instant::now();
-    assert!(!wait_until(Duration::from_millis(1500), || env.job("w")
-        ["queue"]["length"]
-        == 0));
+    assert!(!wait_until(Duration::from_millis(1500), || env
+        .find_job("w")
+        .is_some_and(|j| j.queue.length == 0)));
     std::fs::write(env.path("holder.done"), "").unwrap();
     assert_eq!(env.wait_exit(waiter, Duration::from_secs(20)), Some(0));
     let waited_at_least = queued.elapsed().as_millis() as i64 - 200;
     let h = env.history("w");
     let pass = h
         .iter()
-        .find(|p| p["waited_ms"].as_i64().unwrap_or(0) >= 1500)
+        .find(|p| p.waited_ms.unwrap_or(0) >= 1500)
         .unwrap_or_else(|| panic!("no pass waited: {h:#?}"));
-    let duration = pass["duration_ms"].as_i64().unwrap();
-    let waited = pass["waited_ms"].as_i64().unwrap();
+    let duration = pass.duration_ms;
+    let waited = pass.waited_ms.unwrap();
     // The 0.1 s command's own time, however loaded the machine: not the wait.
-    assert!(duration >= 100 && duration < waited, "{pass:#}");
-    assert!(waited >= waited_at_least.min(1500), "{pass:#}");
+    assert!(duration >= 100 && duration < waited, "{pass:#?}");
+    assert!(waited >= waited_at_least.min(1500), "{pass:#?}");
     let out = env.run(&["history", "w"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -47,11 +48,11 @@ fn duration_is_measured_from_the_command_start(env: &TestEnv) {
         "{text}"
     );
     let out = env.run(&["history", "w", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: HistoryReport = serde_json::from_slice(&out.stdout).unwrap();
     // The summary is over durations: its p50 (of two passes, the waiter's)
     // is the waiter's 0.1 s run, not its wait.
-    let p50 = v["summary"][0]["p50_ms"].as_i64().unwrap();
-    assert_eq!(p50, duration, "the summary counts the wait: {v:#}");
+    let p50 = v.summary[0].p50_ms;
+    assert_eq!(p50, duration, "the summary counts the wait: {v:#?}");
 }
 
 /// The outcome follows how the command ended, not which signal the
@@ -60,22 +61,34 @@ fn duration_is_measured_from_the_command_start(env: &TestEnv) {
 fn outcome_follows_how_the_command_ended() {
     let env = TestEnv::sqlite();
     // (job, trap, signal, expected outcome, expected exit)
-    let cases: &[(&str, &str, i32, &str, i32)] = &[
-        ("term-handled", "trap 'exit 0' TERM", libc::SIGTERM, "ok", 0),
-        ("hup-handled", "trap 'exit 0' HUP", libc::SIGHUP, "ok", 0),
+    let cases: &[(&str, &str, i32, Outcome, i32)] = &[
+        (
+            "term-handled",
+            "trap 'exit 0' TERM",
+            libc::SIGTERM,
+            Outcome::Ok,
+            0,
+        ),
+        (
+            "hup-handled",
+            "trap 'exit 0' HUP",
+            libc::SIGHUP,
+            Outcome::Ok,
+            0,
+        ),
         (
             "term-failed",
             "trap 'exit 3' TERM",
             libc::SIGTERM,
-            "failed",
+            Outcome::Failed,
             3,
         ),
-        ("term-default", "", libc::SIGTERM, "stopped", 143),
+        ("term-default", "", libc::SIGTERM, Outcome::Stopped, 143),
         (
             "term-ignored",
             "trap '' TERM",
             libc::SIGTERM,
-            "stopped",
+            Outcome::Stopped,
             137,
         ),
     ];
@@ -99,7 +112,7 @@ fn outcome_follows_how_the_command_ended() {
             env.stderr_of(job)
         );
         let h = env.history(job);
-        assert_eq!(h[0]["outcome"], *outcome, "{job}: {h:#?}");
+        assert_eq!(h[0].outcome, *outcome, "{job}: {h:#?}");
     }
     // A command that handles the forwarded TERM and runs on, and is then
     // KILLed by an operator (as `stop-due --kill-after` does), was stopped.
@@ -124,7 +137,7 @@ fn outcome_follows_how_the_command_ended() {
     // -pgid: the command's whole group, as stop-due would.
     kill(-child_pid, libc::SIGKILL);
     assert_eq!(env.wait_exit(pid, Duration::from_secs(20)), Some(137));
-    assert_eq!(env.history("op")[0]["outcome"], "stopped");
+    assert_eq!(env.history("op")[0].outcome, Outcome::Stopped);
 }
 
 /// A renewal stamped ahead of this host's clock, and a lease that expired:
@@ -180,26 +193,20 @@ fn columns_never_cut_a_figure_or_show_a_negative_age(env: &TestEnv) {
         .take(3)
         .collect::<Vec<_>>()
         .join("\n");
-    if env.kind == crate::env::Kind::Sqlite {
+    if env.kind == Kind::Sqlite {
         // SQLite ages rows on this host's clock: the slow host's renewal
         // is an hour old, its lease expired.
         assert!(slow.contains("expired 59m"), "{text}");
         assert!(slow.contains("ago"), "{text}");
     }
     let v = env.status();
-    for j in v["jobs"].as_array().unwrap() {
-        for s in j["slots"].as_array().unwrap() {
-            assert!(s["renewed_ago_ms"].as_i64().unwrap() >= 0, "{s:#}");
+    for j in &v.jobs {
+        for s in &j.slots {
+            assert!(s.renewed_ago_ms >= 0, "{s:#?}");
         }
     }
     // Tokens are 16 digits: on the detail line, whole.
-    let token = v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["name"] == "fast")
-        .unwrap()["slots"][0]["token"]
-        .to_string();
+    let token = v.job("fast").unwrap().slots[0].token.to_string();
     assert!(text.contains(&format!("token {token}")), "{text}");
 }
 
@@ -211,16 +218,18 @@ fn a_stopped_wrapper_shows_as_stopped(env: &TestEnv) {
     assert!(env.wait_for_file("p.ready", Duration::from_secs(10)));
     kill(pid as i32, libc::SIGSTOP);
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("paused.pass")["state"] == "stopped"
+        env.find_job("paused.pass")
+            .is_some_and(|j| j.state == State::Stopped)
     }));
-    assert_eq!(env.job("paused.pass")["slots"][0]["state"], "stopped");
+    assert_eq!(env.job("paused.pass").slots[0].state, State::Stopped);
     let out = env.run(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let row = text.lines().find(|l| l.starts_with("paused.pass")).unwrap();
     assert!(row.contains(" stopped "), "{text}");
     kill(pid as i32, libc::SIGCONT);
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("paused.pass")["state"] == "running"
+        env.find_job("paused.pass")
+            .is_some_and(|j| j.state == State::Running)
     }));
     std::fs::write(env.path("p.done"), "").unwrap();
     assert_eq!(env.wait_exit(pid, Duration::from_secs(10)), Some(0));

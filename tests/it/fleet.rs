@@ -8,8 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use crate::env::{held_child, pg_server, wait_until, TestEnv};
-use crate::pg::OwnServer;
+use jobrun::model::Outcome;
+
+use crate::support::{held_child, pg_server, script, wait_until, OwnServer, TestEnv};
 
 const PASSWORD: &str = "Hunter2-secret-pw";
 
@@ -318,7 +319,7 @@ fn a_release_wakes_a_waiter_on_another_host_at_once() {
     let tmp = env.path("host-b-tmp");
     fs::create_dir(&tmp).unwrap();
     let started = env.path("started");
-    let waiter = crate::env::script(
+    let waiter = script(
         &env,
         "waiter.sh",
         &format!("date +%s%N > {}", started.display()),
@@ -333,10 +334,9 @@ fn a_release_wakes_a_waiter_on_another_host_at_once() {
             ("XDG_RUNTIME_DIR", ""),
         ],
     );
-    assert!(wait_until(Duration::from_secs(10), || env.job("j")
-        ["queue"]["length"]
-        .as_i64()
-        == Some(1)));
+    assert!(wait_until(Duration::from_secs(10), || env
+        .find_job("j")
+        .is_some_and(|j| j.queue.length == 1)));
     // Long enough that the waiter polls only every few seconds.
     std::thread::sleep(Duration::from_secs(10));
     let released = Instant::now();
@@ -428,18 +428,17 @@ fn passes_queues_and_renewals_work_through_pgbouncer_in_transaction_mode() {
             "second.ran",
         ],
     );
-    assert!(wait_until(Duration::from_secs(10), || env.job("q")
-        ["queue"]["length"]
-        .as_i64()
-        == Some(1)));
+    assert!(wait_until(Duration::from_secs(10), || env
+        .find_job("q")
+        .is_some_and(|j| j.queue.length == 1)));
 
     // A renewal through a PgBouncer restart: the holder keeps its lease.
-    let token = env.job("q")["slots"][0]["token"].as_i64();
+    let token = env.slot("q").token;
     restart_bouncer(&server);
     std::thread::sleep(Duration::from_secs(4));
-    let slot = &env.job("q")["slots"][0];
-    assert_eq!(slot["token"].as_i64(), token, "{slot}");
-    assert!(slot["renewed_ago_ms"].as_i64().unwrap() < 2500, "{slot}");
+    let slot = env.slot("q");
+    assert_eq!(slot.token, token, "{slot:?}");
+    assert!(slot.renewed_ago_ms < 2500, "{slot:?}");
 
     fs::write(env.path("first.done"), "").unwrap();
     assert_eq!(
@@ -454,12 +453,8 @@ fn passes_queues_and_renewals_work_through_pgbouncer_in_transaction_mode() {
         "{}",
         env.stderr_of("first")
     );
-    let outcomes: Vec<_> = env
-        .history("q")
-        .iter()
-        .map(|p| p["outcome"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(outcomes, ["ok", "ok"]);
+    let outcomes: Vec<_> = env.history("q").iter().map(|p| p.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Ok, Outcome::Ok]);
 }
 
 /// How many server connections jobrun processes named `app` hold now.
@@ -489,13 +484,9 @@ fn long_leases_hold_no_connection_between_renewals() {
     );
     assert!(env.wait_for_file("long.ready", Duration::from_secs(10)));
     // Past the first renewal.
-    assert!(wait_until(Duration::from_secs(20), || env.job("long")
-        ["slots"][0]["renewed_ago_ms"]
-        .as_i64()
-        .is_some_and(|ms| ms < 5000)
-        && env.job("long")["slots"][0]["held_ms"]
-            .as_i64()
-            .is_some_and(|ms| ms > 9000)));
+    assert!(wait_until(Duration::from_secs(20), || env
+        .find_slot("long")
+        .is_some_and(|s| s.renewed_ago_ms < 5000 && s.held_ms > 9000)));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(connections(&mut admin, "econ_long"), 0);
     // A waiter behind it holds one connection, the one it hears releases on.
@@ -570,14 +561,14 @@ fn ages_on_postgres_are_judged_on_the_server_clock() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
-    let last = &env.job("j")["last"];
-    let ago = last["ended_ago_ms"].as_i64().unwrap();
-    assert!((0..60_000).contains(&ago), "{last}");
+    let last = env.job("j").last.unwrap();
+    let ago = last.ended_ago_ms.unwrap();
+    assert!((0..60_000).contains(&ago), "{last:?}");
     let pass = &env.history("j")[0];
-    let ended = pass["ended_at_ms"].as_i64().unwrap();
+    let ended = pass.ended_at_ms;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    assert!((now - ended).abs() < 60_000, "{pass}");
+    assert!((now - ended).abs() < 60_000, "{pass:?}");
 }

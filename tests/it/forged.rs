@@ -8,9 +8,11 @@ use std::fs;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::both_stores;
-use crate::env::{alive, wait_until, Kind, TestEnv};
-use crate::evidence::{start_pass, store_exec, text};
+use jobrun::model::{Liveness, State};
+
+use crate::support::{
+    alive, both_stores, start_pass, store_exec, text, wait_until, Kind, TempUser, TestEnv,
+};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -166,8 +168,8 @@ fn forged_rows_make_jobrun_signal_and_unlink_nothing(env: &TestEnv) {
     forge_lease(env, "dead-planted", "0000000000cc", gone, None, -60_000);
 
     // The stranger is not the pass's wrapper: no evidence, the lease decides.
-    let s = env.job("stranger")["slots"][0].clone();
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
+    let s = env.slot("stranger");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
     for args in [
         &["stop-due", "--all", "--wait", "2s", "--kill-after", "1s"][..],
         &["stop-due", "stranger", "stranger-lapsed"][..],
@@ -215,10 +217,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
     // The real pass's own id, with a stranger as its wrapper and command.
     let stranger = Stranger::start(env);
     let s = (stranger.pid, stranger.start);
-    let real_id = env.job("victim")["slots"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let real_id = env.slot("victim").pass_id;
     forge_lease(env, "forged-theirs", &real_id, s, Some(s), 60_000);
     for job in [
         "forged-invalid",
@@ -226,8 +225,12 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
         "forged-dead",
         "forged-theirs",
     ] {
-        let s = env.job(job)["slots"][0].clone();
-        assert_ne!(s["verdict"]["liveness"], "alive", "{job}: {s}");
+        let s = env.find_slot(job);
+        assert_ne!(
+            s.as_ref().map(|s| s.verdict.liveness),
+            Some(Liveness::Alive),
+            "{job}: {s:?}"
+        );
     }
     let out = env.run(&[
         "stop-due",
@@ -249,7 +252,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
     );
     assert!(alive(stranger.pid), "the stranger was signalled: {said}");
     assert!(!env.path("victim.termed").exists(), "{said}");
-    assert_eq!(env.job("victim")["slots"][0]["state"], "running");
+    assert_eq!(env.slot("victim").state, State::Running);
     fs::write(env.path("victim.stop"), "").unwrap();
     assert_eq!(env.wait_exit(victim.wrapper, BOUND), Some(0));
 }
@@ -259,7 +262,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
 /// a file of its wrapper's user.
 #[test]
 fn a_planted_lock_naming_another_users_wrapper_proves_nothing() {
-    let Some(user) = crate::security::TempUser::create("lk") else {
+    let Some(user) = TempUser::create("lk") else {
         return;
     };
     let env = TestEnv::sqlite();
@@ -351,7 +354,7 @@ fn a_forged_waiter_naming_pid_1_is_a_ghost(env: &TestEnv) {
         said.contains("0000000000de") && said.contains("removed"),
         "{said}"
     );
-    assert_eq!(env.job("j")["queue"]["length"], 0);
+    assert_eq!(env.job("j").queue.length, 0);
 }
 
 /// A FIFO planted where a pass's lock file would be: status, clear-locks

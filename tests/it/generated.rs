@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::env::BIN;
+use crate::support::BIN;
 
 #[test]
 fn man_pages_and_completions_are_current() {

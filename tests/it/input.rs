@@ -11,8 +11,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::both_stores;
-use crate::env::{script, wait_until, TestEnv, BIN};
+use jobrun::model::Outcome;
+
+use crate::support::{
+    alive, both_stores, exits, kill, script, wait_until, Jobrun, Kind, TestEnv, BIN,
+};
 
 /// A pipe whose reading end is already closed: writing to it fails with
 /// EPIPE (and raises SIGPIPE).
@@ -75,7 +78,7 @@ fn a_pass_whose_stderr_is_gone_runs_to_completion() {
     assert!(ran.exists());
     let h = env.history("lost.stderr");
     assert_eq!(h.len(), 1, "{h:?}");
-    assert_eq!(h[0]["outcome"], "ok");
+    assert_eq!(h[0].outcome, Outcome::Ok);
     assert_eq!(env.held("lost.stderr"), 0);
 }
 
@@ -83,8 +86,8 @@ fn missing_store_is_refused_by_readers(env: &TestEnv) {
     // A store that does not exist (SQLite: in a directory that does not
     // exist either; PostgreSQL: a database without jobrun's schema).
     let db = match env.kind {
-        crate::env::Kind::Sqlite => env.path("typo/jobrun.db").display().to_string(),
-        crate::env::Kind::Postgres => env.db.clone(),
+        Kind::Sqlite => env.path("typo/jobrun.db").display().to_string(),
+        Kind::Postgres => env.db.clone(),
     };
     let cases: &[&[&str]] = &[
         &["stop-due", "--all", "--wait", "5s"],
@@ -96,30 +99,25 @@ fn missing_store_is_refused_by_readers(env: &TestEnv) {
         &["resume", "--all"],
         &["forget", "x"],
     ];
+    let with_db = |args: &[&str]| Jobrun::new(env).args(args).env("JOBRUN_DB", &db);
     for args in cases {
-        let out = env.cmd(args).env("JOBRUN_DB", &db).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains("no store at"), "{args:?}: {err}");
-        assert!(err.contains("--db") && err.contains("JOBRUN_DB"), "{err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+        with_db(args)
+            .code(125)
+            .stderr_lines(1)
+            .stderr_contains("no store at")
+            .stderr_contains("--db")
+            .stderr_contains("JOBRUN_DB")
+            .stdout_empty()
+            .run();
     }
-    if env.kind == crate::env::Kind::Sqlite {
+    if env.kind == Kind::Sqlite {
         assert!(!env.path("typo").exists(), "a reader created the directory");
     }
     // Nothing was created: a reader still finds no store.
-    let out = env.cmd(&["status"]).env("JOBRUN_DB", &db).output().unwrap();
-    assert_eq!(out.status.code(), Some(125));
+    with_db(&["status"]).code(125).run();
     // run and pause create it.
-    let out = env
-        .cmd(&["pause", "j"])
-        .env("JOBRUN_DB", &db)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let out = env.cmd(&["status"]).env("JOBRUN_DB", &db).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    with_db(&["pause", "j"]).code(0).run();
+    with_db(&["status"]).code(0).run();
 }
 
 /// A file at the store path that is not an empty new file is never
@@ -144,8 +142,11 @@ fn a_short_or_foreign_file_is_never_made_a_store() {
             &["pause", "j"],
             &["status"],
         ] {
-            let out = env.cmd(args).env("JOBRUN_DB", &p).output().unwrap();
-            assert_eq!(out.status.code(), Some(125), "{content:?} {args:?}");
+            Jobrun::new(&env)
+                .args(args)
+                .env("JOBRUN_DB", &p)
+                .code(125)
+                .run();
             assert_eq!(fs::read(&p).unwrap(), content, "{content:?} was rewritten");
         }
         assert!(!env.path(&format!("bad{i}.db-wal")).exists());
@@ -157,22 +158,19 @@ fn db_modes_that_let_others_write_are_refused() {
     let env = TestEnv::sqlite();
     for mode in ["0666", "0662", "0602"] {
         let db = env.path(&format!("m{mode}/store.db"));
-        let out = env
-            .cmd(&["--db-mode", mode, "run", "j", "--", "true"])
+        Jobrun::new(&env)
+            .args(["--db-mode", mode, "run", "j", "--", "true"])
             .env("JOBRUN_DB", &db)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(125), "{mode}: {err}");
-        assert!(err.contains("every user write"), "{err}");
+            .code(125)
+            .stderr_contains("every user write")
+            .run();
         assert!(!db.parent().unwrap().exists(), "{mode}: directory created");
     }
-    let out = env
-        .cmd(&["run", "j", "--", "true"])
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "true"])
         .env("JOBRUN_DB_MODE", "0660")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+        .code(0)
+        .run();
 }
 
 /// Run jobrun as nobody (the tests run as root).
@@ -225,21 +223,19 @@ fn a_store_the_caller_may_not_open_says_permission_denied() {
 }
 
 fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
-    assert!(env.run(&["run", "seed", "--", "true"]).status.success());
-    let out = env.run(&["pause", "good", " bad"]);
-    assert_eq!(out.status.code(), Some(125));
-    let pauses = env.status()["jobs"]
-        .as_array()
-        .unwrap()
+    exits(env, 0, &["run", "seed", "--", "true"]);
+    exits(env, 125, &["pause", "good", " bad"]);
+    let pauses = env
+        .status()
+        .jobs
         .iter()
-        .filter(|j| !j["paused"].is_null())
+        .filter(|j| j.paused.is_some())
         .count();
     assert_eq!(pauses, 0, "pause changed something before refusing");
-    assert!(env.run(&["pause", "good"]).status.success());
-    let out = env.run(&["resume", "good", "bad\n"]);
-    assert_eq!(out.status.code(), Some(125));
+    exits(env, 0, &["pause", "good"]);
+    exits(env, 125, &["resume", "good", "bad\n"]);
     assert!(
-        !env.job("good")["paused"].is_null(),
+        env.find_job("good").is_some_and(|j| j.paused.is_some()),
         "resume lifted a pause before refusing"
     );
     for args in [
@@ -247,7 +243,7 @@ fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
         &["stop-due", "good", " bad"],
         &["status", "good", " bad"],
     ] {
-        assert_eq!(env.run(args).status.code(), Some(125), "{args:?}");
+        exits(env, 125, args);
     }
 }
 
@@ -262,36 +258,31 @@ fn non_utf8_arguments_pass_through(env: &TestEnv) {
         "child.sh",
         &format!("printf '%s' \"$1\" > {}", out_file.display()),
     );
-    let out = env
-        .cmd(&["run", "bytes", "--", &child])
+    Jobrun::new(env)
+        .args(["run", "bytes", "--", &child])
         .arg(name)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+        .code(0)
+        .run();
     assert_eq!(fs::read(&out_file).unwrap(), name.as_bytes());
-    assert_eq!(env.history("bytes")[0]["outcome"], "ok");
+    assert_eq!(env.history("bytes")[0].outcome, Outcome::Ok);
 }
 
 #[test]
 fn a_bad_clock_skew_is_refused() {
     let env = TestEnv::sqlite();
+    let skewed = |skew: &str| {
+        Jobrun::new(&env)
+            .args(["run", "j", "--", "true"])
+            .env("JOBRUN_CLOCK_SKEW", skew)
+    };
     for bad in ["garbage", "5 minutes please", "-", "1000000 years"] {
-        let out = env
-            .cmd(&["run", "j", "--", "true"])
-            .env("JOBRUN_CLOCK_SKEW", bad)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(125), "{bad}: {err}");
-        assert!(err.contains("JOBRUN_CLOCK_SKEW"), "{err}");
-        assert!(err.contains("like 90s"), "{err}");
+        skewed(bad)
+            .code(125)
+            .stderr_contains("JOBRUN_CLOCK_SKEW")
+            .stderr_contains("like 90s")
+            .run();
     }
-    let out = env
-        .cmd(&["run", "j", "--", "true"])
-        .env("JOBRUN_CLOCK_SKEW", "-5m")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    skewed("-5m").code(0).run();
 }
 
 /// The XDG spec: a relative XDG_STATE_HOME is ignored (the store goes to
@@ -332,46 +323,30 @@ fn quiet_from_the_environment(env: &TestEnv) {
     );
     let pid = env.start("holder", &["run", "q", "--", &child]);
     assert!(env.wait_for_file("hold.ready", Duration::from_secs(10)));
-    let out = env
-        .cmd(&["run", "q", "--", "true"])
-        .env("JOBRUN_QUIET", "1")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = env
-        .cmd(&["run", "q", "--", "true"])
-        .env("JOBRUN_QUIET", "false")
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already running"));
-    crate::env::kill(pid as i32, libc::SIGTERM);
-    assert!(wait_until(Duration::from_secs(10), || !crate::env::alive(
-        pid as i32
-    )));
+    let quiet = |value: &str| {
+        Jobrun::new(env)
+            .args(["run", "q", "--", "true"])
+            .env("JOBRUN_QUIET", value)
+    };
+    quiet("1").code(0).stderr_empty().run();
+    quiet("false").stderr_contains("already running").run();
+    kill(pid as i32, libc::SIGTERM);
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid as i32)));
 }
 
 #[test]
 fn a_command_without_the_separator_gets_a_hint() {
     let env = TestEnv::sqlite();
-    let out = env.run(&["run", "foo", "true"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(125));
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("put -- before the command: jobrun run foo -- true"),
-        "{err}"
-    );
-    let out = env.run(&["run", "--wait", "5s", "foo", "echo", "a b"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("jobrun run --wait 5s foo -- echo 'a b'"),
-        "{err}"
-    );
+    Jobrun::new(&env)
+        .args(["run", "foo", "true"])
+        .code(125)
+        .stderr_lines(1)
+        .stderr_contains("put -- before the command: jobrun run foo -- true")
+        .run();
+    Jobrun::new(&env)
+        .args(["run", "--wait", "5s", "foo", "echo", "a b"])
+        .stderr_contains("jobrun run --wait 5s foo -- echo 'a b'")
+        .run();
 }
 
 both_stores!(

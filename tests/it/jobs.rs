@@ -6,11 +6,11 @@
 use std::fs;
 use std::time::Duration;
 
-use serde_json::Value;
+use jobrun::model::{HistoryReport, PassRecord, State, StatusReport};
 
-use crate::both_stores;
-use crate::env::{Kind, TestEnv};
-use crate::evidence::{start_pass, store_exec, text};
+use crate::support::{
+    both_stores, exits, kill, start_pass, store_exec, text, wait_until, Jobrun, Kind, TestEnv,
+};
 
 /// The store as `status` names it for this env (a URL without password).
 fn shown_store(env: &TestEnv) -> String {
@@ -20,51 +20,48 @@ fn shown_store(env: &TestEnv) -> String {
 /// `status` and `history` say which store they read, first thing; a job
 /// the store never saw is an error naming it (exit 1), not an empty table.
 fn status_and_history_name_the_store(env: &TestEnv) {
-    assert_eq!(
-        env.run(&["run", "known", "--", "true"]).status.code(),
-        Some(0)
-    );
+    exits(env, 0, &["run", "known", "--", "true"]);
     for args in [&["status"][..], &["history"][..]] {
-        let out = env.run(args);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let said = text(&out.stdout);
+        let said = exits(env, 0, args).stdout;
         assert_eq!(
             said.lines().next(),
             Some(format!("store: {}", shown_store(env)).as_str()),
             "{args:?}: {said}"
         );
-        let mut json_args = args.to_vec();
-        json_args.push("--json");
-        let out = env.run(&json_args);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["store"], shown_store(env), "{args:?}: {v}");
+        let json = Jobrun::new(env).args(args).arg("--json");
+        let store = if args[0] == "status" {
+            json.json::<StatusReport>().store
+        } else {
+            json.json::<HistoryReport>().store
+        };
+        assert_eq!(store, shown_store(env), "{args:?}");
     }
     for cmd in ["status", "history"] {
-        let out = env.run(&[cmd, "nosuch.job"]);
-        assert_eq!(out.status.code(), Some(1), "{cmd}: {}", text(&out.stdout));
-        let err = text(&out.stderr);
-        assert!(
-            err.contains("nosuch.job: store ") && err.contains("does not know this job"),
-            "{cmd}: {err}"
-        );
+        Jobrun::new(env)
+            .args([cmd, "nosuch.job"])
+            .code(1)
+            .stderr_contains("nosuch.job: store ")
+            .stderr_contains("does not know this job")
+            .run();
     }
     // A known job still shows, beside the unknown one that fails.
-    let out = env.run(&["status", "known", "nosuch.job"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stdout).contains("known"));
+    Jobrun::new(env)
+        .args(["status", "known", "nosuch.job"])
+        .code(1)
+        .stdout_contains("known")
+        .run();
     if env.kind == Kind::Postgres {
         // A password in the URL never shows (the test server trusts anyone).
         let with_password = env.db.replacen("postgres@", "postgres:hunter2@", 1);
-        let out = env
-            .cmd(&["status", "--json"])
+        let out = Jobrun::new(env)
+            .args(["status", "--json"])
             .env("JOBRUN_DB", &with_password)
-            .output()
-            .unwrap();
-        let said = text(&out.stdout) + &text(&out.stderr);
-        assert!(out.status.success(), "{said}");
-        assert!(!said.contains("hunter2"), "{said}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(v["store"].as_str().unwrap().contains("127.0.0.1"), "{v}");
+            .code(0)
+            .stdout_lacks("hunter2")
+            .stderr_lacks("hunter2")
+            .run();
+        let v: StatusReport = out.json();
+        assert!(v.store.contains("127.0.0.1"), "{v:?}");
     }
 }
 
@@ -79,20 +76,17 @@ fn age_pass(env: &TestEnv, pass_id: &str, ms: i64) {
     );
 }
 
-fn history_json(env: &TestEnv, args: &[&str]) -> Vec<Value> {
-    let mut all = vec!["history", "--json"];
-    all.extend_from_slice(args);
-    let out = env.run(&all);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["passes"].as_array().cloned().unwrap_or_default()
+fn history_json(env: &TestEnv, args: &[&str]) -> Vec<PassRecord> {
+    Jobrun::new(env)
+        .args(["history", "--json"])
+        .args(args)
+        .code(0)
+        .json::<HistoryReport>()
+        .passes
 }
 
-fn jobs_of(passes: &[Value]) -> Vec<String> {
-    passes
-        .iter()
-        .map(|p| p["job"].as_str().unwrap().to_string())
-        .collect()
+fn jobs_of(passes: &[PassRecord]) -> Vec<String> {
+    passes.iter().map(|p| p.job.clone()).collect()
 }
 
 /// History lists passes by start time, newest first (`--reverse`: oldest
@@ -136,10 +130,7 @@ fn history_is_ordered_by_start_and_filtered(env: &TestEnv) {
         ["short"]
     );
     assert_eq!(jobs_of(&history_json(env, &["--outcome", "ok"])), ["long"]);
-    let long_pass = history_json(env, &["long"])[0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let long_pass = history_json(env, &["long"])[0].pass_id.clone();
     age_pass(env, &long_pass, 2 * 3600 * 1000);
     assert_eq!(jobs_of(&history_json(env, &["--since", "1h"])), ["short"]);
     assert_eq!(
@@ -156,7 +147,7 @@ fn history_is_ordered_by_start_and_filtered(env: &TestEnv) {
 fn token_of(env: &TestEnv, job: &str) -> i64 {
     env.history(job)
         .iter()
-        .filter_map(|p| p["token"].as_i64())
+        .filter_map(|p| p.token)
         .max()
         .unwrap_or_else(|| panic!("no token for {job}"))
 }
@@ -189,8 +180,8 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
 
     assert!(env.run(&["pause", "j", "--as", "repair"]).status.success());
     let waiter = env.start("waiter", &["run", "--wait", "60s", "j", "--", "true"]);
-    assert!(crate::env::wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 1
+    assert!(wait_until(Duration::from_secs(10), || {
+        env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
     let out = env.run(&["forget", "j"]);
     assert_eq!(out.status.code(), Some(1));
@@ -199,10 +190,10 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
         "{}",
         text(&out.stderr)
     );
-    crate::env::kill(waiter as i32, libc::SIGTERM);
+    kill(waiter as i32, libc::SIGTERM);
     env.wait_exit(waiter, Duration::from_secs(10));
-    assert!(crate::env::wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 0
+    assert!(wait_until(Duration::from_secs(10), || {
+        env.find_job("j").is_some_and(|j| j.queue.length == 0)
     }));
     let out = env.run(&["forget", "j"]);
     assert_eq!(out.status.code(), Some(1));
@@ -213,13 +204,13 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
         "{}",
         text(&out.stderr)
     );
-    assert!(env.job("j").is_object());
+    assert!(env.find_job("j").is_some());
     assert!(env.run(&["resume", "j", "--as", "repair"]).status.success());
 
     let out = env.run(&["forget", "j"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("j: forgotten"));
-    assert!(env.job("j").is_null(), "still listed");
+    assert!(env.find_job("j").is_none(), "still listed");
     assert_eq!(env.run(&["history", "j"]).status.code(), Some(1));
     assert_eq!(env.run(&["status", "j"]).status.code(), Some(1));
 
@@ -250,16 +241,17 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
     assert!(err.contains("paused by upgrade (pause --all)"), "{err}");
 
     let db = env.job("db");
-    let pauses = db["pauses"].as_array().unwrap();
-    assert_eq!(pauses.len(), 2, "{db}");
-    assert_eq!(pauses[0]["owner"], Value::Null, "{db}");
-    assert_eq!(pauses[0]["reason"], "disk maintenance", "{db}");
-    assert!(
-        pauses[0]["since"].as_str().unwrap().starts_with("20"),
-        "{db}"
+    let pauses = &db.pauses;
+    assert_eq!(pauses.len(), 2, "{db:?}");
+    assert_eq!(pauses[0].owner, None, "{db:?}");
+    assert_eq!(
+        pauses[0].reason.as_deref(),
+        Some("disk maintenance"),
+        "{db:?}"
     );
-    assert_eq!(pauses[1]["owner"], "upgrade", "{db}");
-    assert_eq!(pauses[1]["all"], true, "{db}");
+    assert!(pauses[0].since.starts_with("20"), "{db:?}");
+    assert_eq!(pauses[1].owner.as_deref(), Some("upgrade"), "{db:?}");
+    assert!(pauses[1].all, "{db:?}");
     let table = text(&env.run(&["status", "db"]).stdout);
     assert!(table.contains("paused since 20"), "{table}");
     assert!(table.contains(": disk maintenance"), "{table}");
@@ -276,7 +268,7 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
         "{err}"
     );
     assert_eq!(run("db").0, Some(75));
-    assert_eq!(env.job("db")["pauses"].as_array().unwrap().len(), 1);
+    assert_eq!(env.job("db").pauses.len(), 1);
     assert!(env
         .run(&["pause", "db", "--reason", "disk maintenance"])
         .status
@@ -311,7 +303,7 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
         text(&out.stderr)
     );
     assert_eq!(run("db").0, Some(0));
-    assert_eq!(env.job("db")["state"], "free");
+    assert_eq!(env.job("db").state, State::Free);
 
     let out = env.run(&["pause", "db", "--as", "bad tag"]);
     assert_eq!(out.status.code(), Some(125));

@@ -6,10 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use jobrun::model::{Liveness, Outcome, State};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, kill, script, wait_until, TestEnv};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -31,15 +30,6 @@ fn waiting_pass(env: &TestEnv, code: i32) -> String {
     )
 }
 
-/// The first held slot of `job` in `status --json` (Null when free).
-fn slot(env: &TestEnv, job: &str) -> Value {
-    env.job(job)["slots"][0].clone()
-}
-
-fn ms(v: &Value) -> i64 {
-    v.as_i64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
 fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
@@ -56,27 +46,28 @@ fn lock_outlives_its_lease_and_a_rival_skips(env: &TestEnv) {
     let pass = waiting_pass(env, 0);
     let holder = env.start("holder", &["run", "--lease", "3s", "j", "--", &pass]);
     assert!(env.wait_for_file("ready", secs(10)), "pass never started");
-    let token = ms(&slot(env, "j")["token"]);
+    let token = env.slot("j").token;
 
     // Past its 3 s window the lease is still held, by the same token, and
     // renewed within the last window.
     assert!(
-        wait_until(secs(15), || slot(env, "j")["held_ms"].as_i64().unwrap_or(0)
-            > 3500),
-        "lease not held past its window: {}",
-        env.job("j")
+        wait_until(secs(15), || env
+            .find_slot("j")
+            .is_some_and(|s| s.held_ms > 3500)),
+        "lease not held past its window: {:?}",
+        env.find_job("j")
     );
-    let s = slot(env, "j");
-    assert_eq!(ms(&s["token"]), token, "{s}");
-    assert_eq!(ms(&s["holder"]["pid"]), holder as i64, "{s}");
-    assert!(ms(&s["renewed_ago_ms"]) < 2500, "not renewed: {s}");
+    let s = env.slot("j");
+    assert_eq!(s.token, token, "{s:?}");
+    assert_eq!(s.holder.pid, holder as i32, "{s:?}");
+    assert!(s.renewed_ago_ms < 2500, "not renewed: {s:?}");
     assert!(
-        ms(&s["expires_in_ms"]) > 0,
-        "lease lapsed while the pass runs: {s}"
+        s.expires_in_ms > 0,
+        "lease lapsed while the pass runs: {s:?}"
     );
-    assert_eq!(s["state"], "running", "{s}");
-    let host = s["holder"]["host"].as_str().unwrap().to_string();
-    let since = s["since"].as_str().unwrap().to_string();
+    assert_eq!(s.state, State::Running, "{s:?}");
+    let host = s.holder.host;
+    let since = s.since;
 
     // A rival launch skips: exit 0 by default, without running its command,
     // and one line naming the holder.
@@ -112,13 +103,17 @@ fn lock_outlives_its_lease_and_a_rival_skips(env: &TestEnv) {
     std::fs::write(env.path("go"), "").unwrap();
     assert_eq!(env.wait_exit(holder, secs(10)), Some(0));
     assert_eq!(env.held("j"), 0);
-    let outcomes: Vec<Value> = env
-        .history("j")
-        .iter()
-        .map(|p| p["outcome"].clone())
-        .collect();
+    let outcomes: Vec<Outcome> = env.history("j").iter().map(|p| p.outcome).collect();
     // Newest start first: the rivals started after the holder.
-    assert_eq!(outcomes, ["skipped", "skipped", "skipped", "ok"]);
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Skipped,
+            Outcome::Skipped,
+            Outcome::Skipped,
+            Outcome::Ok
+        ]
+    );
 }
 
 /// The wrapper is gone promptly once its child ends, having released the
@@ -135,7 +130,12 @@ fn assert_ended_promptly(env: &TestEnv, pid: u32, end_marker: &str, want: i32) {
         took < Duration::from_millis(600),
         "wrapper exited {took:?} after its child"
     );
-    assert_eq!(env.held("j"), 0, "lease not released: {}", env.job("j"));
+    assert_eq!(
+        env.held("j"),
+        0,
+        "lease not released: {:?}",
+        env.find_job("j")
+    );
 }
 
 fn renewer_is_gone_after_a_normal_exit_and_a_failure(env: &TestEnv) {
@@ -157,12 +157,11 @@ fn renewer_is_gone_after_a_normal_exit_and_a_failure(env: &TestEnv) {
     let pid = env.start("slow", &["run", "--lease", "3s", "j", "--", &slow]);
     assert!(env.wait_for_file("slow.ready", secs(10)));
     assert!(
-        wait_until(secs(10), || {
-            let s = slot(env, "j");
-            s["held_ms"].as_i64().unwrap_or(0) - s["renewed_ago_ms"].as_i64().unwrap_or(0) > 500
-        }),
-        "never renewed: {}",
-        env.job("j")
+        wait_until(secs(10), || env
+            .find_slot("j")
+            .is_some_and(|s| s.held_ms - s.renewed_ago_ms > 500)),
+        "never renewed: {:?}",
+        env.find_job("j")
     );
     std::fs::write(env.path("slow.go"), "").unwrap();
     assert_ended_promptly(env, pid, "slow.end", 3);
@@ -178,12 +177,8 @@ fn renewer_is_gone_after_a_normal_exit_and_a_failure(env: &TestEnv) {
         assert!(!err.contains("renewal"), "{log}: {err}");
         assert!(!err.contains("no longer ours"), "{log}: {err}");
     }
-    let outcomes: Vec<Value> = env
-        .history("j")
-        .iter()
-        .map(|p| p["outcome"].clone())
-        .collect();
-    assert_eq!(outcomes, ["ok", "failed", "ok"]);
+    let outcomes: Vec<Outcome> = env.history("j").iter().map(|p| p.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Ok, Outcome::Failed, Outcome::Ok]);
 }
 
 fn abandoned_holder_frees_within_one_window(env: &TestEnv) {
@@ -201,14 +196,13 @@ fn abandoned_holder_frees_within_one_window(env: &TestEnv) {
     assert!(env.wait_for_file("ready", secs(10)));
     let child = env.pid_in("child.pid");
     assert!(
-        wait_until(secs(10), || {
-            let s = slot(env, "j");
-            s["held_ms"].as_i64().unwrap_or(0) - s["renewed_ago_ms"].as_i64().unwrap_or(0) > 500
-        }),
-        "never renewed: {}",
-        env.job("j")
+        wait_until(secs(10), || env
+            .find_slot("j")
+            .is_some_and(|s| s.held_ms - s.renewed_ago_ms > 500)),
+        "never renewed: {:?}",
+        env.find_job("j")
     );
-    let token = ms(&slot(env, "j")["token"]);
+    let token = env.slot("j").token;
 
     // Abandon it: no unwinding, no release.
     kill(holder as i32, libc::SIGKILL);
@@ -217,11 +211,11 @@ fn abandoned_holder_frees_within_one_window(env: &TestEnv) {
     assert_eq!(env.wait_exit(holder, secs(5)), Some(137));
     assert!(wait_until(secs(5), || !alive(child)));
     let before = Instant::now();
-    let s = slot(env, "j");
+    let s = env.slot("j");
     let read = before + (Instant::now() - before) / 2;
-    let last_renewal = read - Duration::from_millis(ms(&s["renewed_ago_ms"]) as u64);
-    assert_eq!(ms(&s["token"]), token, "{s}");
-    assert_eq!(s["verdict"]["liveness"], "unknown", "{s}");
+    let last_renewal = read - Duration::from_millis(s.renewed_ago_ms as u64);
+    assert_eq!(s.token, token, "{s:?}");
+    assert_eq!(s.verdict.liveness, Liveness::Unknown, "{s:?}");
 
     // Within its lease a rival skips, naming the abandoned holder.
     let out = env.run(&[
@@ -264,7 +258,11 @@ fn abandoned_holder_frees_within_one_window(env: &TestEnv) {
         freeing = stderr(&out);
         code(&out) == Some(0)
     });
-    assert!(freed, "abandoned lease never freed: {}", env.job("j"));
+    assert!(
+        freed,
+        "abandoned lease never freed: {:?}",
+        env.find_job("j")
+    );
     let after_renewal = last_renewal.elapsed();
     let after_kill = killed.elapsed();
     assert!(env.path("rival-ran").exists());
@@ -289,7 +287,7 @@ fn deleted_lease_is_logged_once_and_the_pass_finishes(env: &TestEnv) {
     let holder = env.start("holder", &["run", "--lease", "3s", "j", "--", &pass]);
     assert!(env.wait_for_file("ready", secs(10)));
     let child = env.pid_in("child.pid");
-    let token = ms(&slot(env, "j")["token"]);
+    let token = env.slot("j").token;
 
     let out = env.run(&["clear-locks", "--force", "j"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
@@ -324,10 +322,10 @@ fn deleted_lease_is_logged_once_and_the_pass_finishes(env: &TestEnv) {
     let first = env
         .history("j")
         .into_iter()
-        .find(|p| p["token"] == token)
+        .find(|p| p.token == Some(token))
         .expect("first pass recorded");
-    assert_eq!(first["outcome"], "lost-lease", "{first}");
-    assert_eq!(first["exit_code"], 5, "{first}");
+    assert_eq!(first.outcome, Outcome::LostLease, "{first:?}");
+    assert_eq!(first.exit_code, Some(5), "{first:?}");
 }
 
 fn max_hold_ends_the_lock_of_a_running_pass(env: &TestEnv) {
@@ -339,7 +337,7 @@ fn max_hold_ends_the_lock_of_a_running_pass(env: &TestEnv) {
     );
     assert!(env.wait_for_file("ready", secs(10)));
     let child = env.pid_in("child.pid");
-    let token = ms(&slot(env, "j")["token"]);
+    let token = env.slot("j").token;
 
     // A rival takes the job while the first pass still runs.
     let mut freeing = String::new();
@@ -349,7 +347,7 @@ fn max_hold_ends_the_lock_of_a_running_pass(env: &TestEnv) {
         code(&out) == Some(0)
     });
     let at = started.elapsed();
-    assert!(taken, "never freed: {}", env.job("j"));
+    assert!(taken, "never freed: {:?}", env.find_job("j"));
     assert!(env.path("rival-ran").exists());
     assert!(
         at >= secs(4),
@@ -376,11 +374,11 @@ fn max_hold_ends_the_lock_of_a_running_pass(env: &TestEnv) {
     let first = env
         .history("j")
         .into_iter()
-        .find(|p| p["token"] == token)
+        .find(|p| p.token == Some(token))
         .expect("first pass recorded");
-    assert_eq!(first["outcome"], "lost-lease", "{first}");
-    assert_eq!(first["exit_code"], 0, "{first}");
-    assert!(ms(&first["duration_ms"]) >= 4000, "{first}");
+    assert_eq!(first.outcome, Outcome::LostLease, "{first:?}");
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+    assert!(first.duration_ms >= 4000, "{first:?}");
 }
 
 fn fencing_token_grows_across_passes_and_pruning(env: &TestEnv) {
@@ -404,7 +402,7 @@ fn fencing_token_grows_across_passes_and_pruning(env: &TestEnv) {
     let mut tokens: Vec<i64> = (0..6).map(|_| token()).collect();
     let history = env.history("j");
     assert_eq!(history.len(), 2, "history not pruned to 2");
-    let kept: Vec<i64> = history.iter().map(|p| ms(&p["token"])).collect();
+    let kept: Vec<i64> = history.iter().map(|p| p.token.unwrap()).collect();
     assert_eq!(kept, [tokens[5], tokens[4]]);
     // A failed pass and a skipped one do not reuse a token either.
     let out = env.run(&["run", "--keep-history", "2", "j", "--", "false"]);

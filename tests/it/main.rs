@@ -1,9 +1,8 @@
 //! jobrun's integration tests: one binary driving the real `jobrun` against
 //! real stores. Behavioural tests run against SQLite and PostgreSQL from one
-//! body (`both_stores!`).
+//! body (`both_stores!`). What the modules share is in `support`.
 
 mod badinput;
-mod env;
 mod evidence;
 mod faults;
 mod figures;
@@ -21,4 +20,5 @@ mod run;
 mod security;
 mod status;
 mod store;
+mod support;
 mod wake;

@@ -7,9 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv, BIN};
-use crate::evidence::{dump_store, kill_pass, slot, start_pass, text, WEB2};
+use jobrun::model::{Outcome, State};
+
+use crate::support::{
+    alive, both_stores, dump_store, kill, kill_pass, script, start_pass, text, wait_until, TestEnv,
+    BIN, WEB2,
+};
 
 /// A line of clear-locks output without what may move between two runs:
 /// how long an unknown holder's lease still runs, and whether a dead
@@ -134,7 +137,7 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
     let out = env.run(&["stop-due", "--all", "--dry-run"]);
     let dry = text(&out.stdout);
     assert!(out.status.success(), "{dry}{}", text(&out.stderr));
-    let token = |job: &str| slot(env, job)["token"].as_i64().unwrap();
+    let token = |job: &str| env.slot(job).token;
     for (job, p) in [("a", a), ("b", b)] {
         assert!(
             dry.contains(&format!("{job} slot 0 token {} held by ", token(job)))
@@ -193,7 +196,7 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
                 .history(job)
                 .first()
                 // Its TERM handler exited 0: the outcome follows that.
-                .is_some_and(|h| h["outcome"] == "ok")),
+                .is_some_and(|h| h.outcome == Outcome::Ok)),
             "{job}: {:?}",
             env.history(job)
         );
@@ -201,7 +204,7 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
     assert_eq!(env.held("remote"), 1);
     assert!(!env.path("remote.termed").exists());
     assert!(alive(r.child));
-    assert_eq!(slot(env, "remote")["state"], "running");
+    assert_eq!(env.slot("remote").state, State::Running);
 }
 
 /// Pause holds new passes with the conflict code and a line saying why and
@@ -222,9 +225,10 @@ fn pause_resume_round_trip(env: &TestEnv) {
         "{err}"
     );
     let j = env.job("j");
-    assert_eq!(j["state"], "paused", "{j}");
-    assert_eq!(j["paused"]["reason"], "disk repair", "{j}");
-    assert_eq!(j["paused"]["all"], false, "{j}");
+    assert_eq!(j.state, State::Paused, "{j:?}");
+    let paused = j.paused.as_ref().expect("paused");
+    assert_eq!(paused.reason.as_deref(), Some("disk repair"), "{j:?}");
+    assert!(!paused.all, "{j:?}");
 
     let out = env.run(&["resume", "j"]);
     assert!(
@@ -235,10 +239,10 @@ fn pause_resume_round_trip(env: &TestEnv) {
     let (code, err) = run("j", "j2.ran");
     assert_eq!(code, Some(0), "{err}");
     assert!(env.path("j2.ran").exists());
-    assert_eq!(env.job("j")["state"], "free");
+    assert_eq!(env.job("j").state, State::Free);
 
     let new = "never.seen.before";
-    assert!(env.job(new).is_null());
+    assert!(env.find_job(new).is_none());
     let out = env.run(&["pause", "--all", "--reason", "upgrade"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (code, err) = run(new, "n1.ran");
@@ -249,9 +253,10 @@ fn pause_resume_round_trip(env: &TestEnv) {
         "{err}"
     );
     let n = env.job(new);
-    assert_eq!(n["state"], "paused", "{n}");
-    assert_eq!(n["paused"]["reason"], "upgrade", "{n}");
-    assert_eq!(n["paused"]["all"], true, "{n}");
+    assert_eq!(n.state, State::Paused, "{n:?}");
+    let paused = n.paused.as_ref().expect("paused");
+    assert_eq!(paused.reason.as_deref(), Some("upgrade"), "{n:?}");
+    assert!(paused.all, "{n:?}");
     // Resuming one job does not lift the pause over all of them.
     let out = env.run(&["resume", new]);
     assert!(
@@ -266,7 +271,7 @@ fn pause_resume_round_trip(env: &TestEnv) {
     let (code, err) = run(new, "n3.ran");
     assert_eq!(code, Some(0), "{err}");
     assert!(env.path("n3.ran").exists());
-    assert_eq!(env.job(new)["state"], "free");
+    assert_eq!(env.job(new).state, State::Free);
 }
 
 fn upgrade_script() -> PathBuf {
@@ -447,11 +452,15 @@ fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
     assert!(said.contains("upgrading to v1.10.0 ("), "{said}");
     // The operator's pause survived, untouched.
     let db = env.job("db.vacuum");
-    assert_eq!(db["state"], "paused", "{said}");
-    let pauses = db["pauses"].as_array().unwrap();
-    assert_eq!(pauses.len(), 1, "{db}");
-    assert_eq!(pauses[0]["reason"], "disk maintenance", "{db}");
-    assert_eq!(pauses[0]["owner"], serde_json::Value::Null, "{db}");
+    assert_eq!(db.state, State::Paused, "{said}");
+    let pauses = &db.pauses;
+    assert_eq!(pauses.len(), 1, "{db:?}");
+    assert_eq!(
+        pauses[0].reason.as_deref(),
+        Some("disk maintenance"),
+        "{db:?}"
+    );
+    assert_eq!(pauses[0].owner, None, "{db:?}");
     let out = env.run(&["run", "-E", "75", "db.vacuum", "--", "true"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
     assert!(
@@ -460,7 +469,7 @@ fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
     );
     assert_eq!(env.wait_exit(p.wrapper, Duration::from_secs(5)), Some(0));
     // The command handled the TERM and exited 0.
-    assert_eq!(env.history("feeds.poll")[0]["outcome"], "ok");
+    assert_eq!(env.history("feeds.poll")[0].outcome, Outcome::Ok);
     // The newest tag by version, not by name.
     assert_eq!(
         fs::read_to_string(d.checkout.join("VERSION")).unwrap(),
@@ -478,7 +487,7 @@ fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
         "not installed"
     );
     // Resumed: nothing paused, the next pass runs.
-    assert_eq!(env.job("feeds.poll")["state"], "free", "{said}");
+    assert_eq!(env.job("feeds.poll").state, State::Free, "{said}");
     let out = env.run(&["run", "-E", "75", "feeds.poll", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
@@ -543,7 +552,7 @@ fn upgrade_script_takes_a_branch_a_commit_or_the_default_branch(env: &TestEnv) {
     let (code, said) = run_upgrade(env, &d, &[]);
     assert_eq!(code, Some(0), "{said}");
     assert_eq!(version(), "main\n", "{said}");
-    assert_eq!(env.job("feeds.poll"), serde_json::Value::Null);
+    assert_eq!(env.find_job("feeds.poll"), None);
     let out = env.run(&["run", "-E", "75", "feeds.poll", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
@@ -580,7 +589,13 @@ fn upgrade_script_stops_when_a_pass_holds_on(env: &TestEnv) {
         "1\n",
         "checked out anyway: {said}"
     );
-    assert_eq!(env.job("feeds.poll")["paused"]["reason"], "upgrade");
+    assert_eq!(
+        env.job("feeds.poll")
+            .paused
+            .and_then(|p| p.reason)
+            .as_deref(),
+        Some("upgrade")
+    );
 }
 
 /// An orphaned pass (wrapper SIGKILLed, command running on) has nobody to
@@ -593,7 +608,7 @@ fn stop_due_wait_frees_an_orphaned_pass(env: &TestEnv) {
         p.wrapper as i32
     )));
     assert!(alive(p.child), "the command should run on");
-    assert_eq!(slot(env, "j")["state"], "orphaned");
+    assert_eq!(env.slot("j").state, State::Orphaned);
     let out = env.run(&["stop-due", "--all", "--wait", "10s"]);
     let said = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));

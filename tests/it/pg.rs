@@ -2,94 +2,18 @@
 //! costs renewals, not the lease, until a whole window has passed; hosts
 //! contend through the server; expiry is judged on the server's clock.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use jobrun::model::Outcome;
 
-use crate::env::{held_child, kill, script, wait_until, TestEnv};
-
-/// A PostgreSQL server of this test's own, so it can be stopped and started
-/// without disturbing the other tests. Stopped and removed on drop.
-pub struct OwnServer {
-    pub url: String,
-    pub dir: String,
-}
-
-fn pg_script() -> String {
-    format!("{}/scripts/pg-test-server", env!("CARGO_MANIFEST_DIR"))
-}
-
-impl OwnServer {
-    pub fn start() -> OwnServer {
-        OwnServer::start_with(&[])
-    }
-
-    /// `--tls`: TLS with the server's own CA in `DIR/tls`, and the roles
-    /// `jobrun_pw` (password) and `jobrun_cert` (client certificate).
-    pub fn start_with(args: &[&str]) -> OwnServer {
-        OwnServer::launch(args, &[])
-    }
-
-    /// With `vars` for the script, e.g. `PG_MAX_CONNECTIONS`.
-    pub fn start_with_env(vars: &[(&str, &str)]) -> OwnServer {
-        OwnServer::launch(&[], vars)
-    }
-
-    fn launch(args: &[&str], vars: &[(&str, &str)]) -> OwnServer {
-        let out = Command::new(pg_script())
-            .arg("start")
-            .args(args)
-            .envs(vars.iter().copied())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let value = |key: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {key}=")))
-                .unwrap_or_else(|| panic!("no {key} in {text}"))
-                .to_string()
-        };
-        OwnServer {
-            url: value("JOBRUN_TEST_PG"),
-            dir: value("JOBRUN_TEST_PGDIR"),
-        }
-    }
-
-    pub fn halt(&self) {
-        let s = Command::new(pg_script())
-            .args(["halt", &self.dir])
-            .status()
-            .unwrap();
-        assert!(s.success(), "halt failed");
-    }
-
-    pub fn restart(&self) {
-        let s = Command::new(pg_script())
-            .args(["restart", &self.dir])
-            .status()
-            .unwrap();
-        assert!(s.success(), "restart failed");
-    }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        let _ = Command::new(pg_script()).args(["stop", &self.dir]).status();
-    }
-}
+use crate::support::{held_child, kill, script, wait_until, OwnServer, TestEnv};
 
 fn token_of(env: &TestEnv, job: &str) -> Option<i64> {
-    env.job(job)["slots"][0]["token"].as_i64()
+    env.find_slot(job).map(|s| s.token)
 }
 
 fn renewed_ago(env: &TestEnv, job: &str) -> Option<i64> {
-    env.job(job)["slots"][0]["renewed_ago_ms"].as_i64()
+    env.find_slot(job).map(|s| s.renewed_ago_ms)
 }
 
 const OTHER_HOST: [(&str, &str); 2] = [("JOBRUN_HOST", "host-b"), ("JOBRUN_BOOT_ID", "boot-b")];
@@ -104,10 +28,9 @@ fn terminated_backend_is_reconnected_and_the_lease_kept() {
     let token = token_of(&env, "j").expect("held");
     // Wait for the first renewal, so the renewer has its own connection.
     assert!(
-        wait_until(Duration::from_secs(5), || {
-            let slot = &env.job("j")["slots"][0];
-            slot["held_ms"].as_i64().unwrap_or(0) - slot["renewed_ago_ms"].as_i64().unwrap_or(0) > 0
-        }),
+        wait_until(Duration::from_secs(5), || env
+            .find_slot("j")
+            .is_some_and(|s| s.held_ms - s.renewed_ago_ms > 0)),
         "never renewed"
     );
     // Terminate every jobrun backend of this database (the pass's and its
@@ -150,7 +73,7 @@ fn terminated_backend_is_reconnected_and_the_lease_kept() {
     std::fs::write(&done, "").unwrap();
     assert_eq!(env.wait_exit(pid, Duration::from_secs(10)), Some(0));
     assert!(!env.stderr_of("pass").contains("lease lost"));
-    assert_eq!(env.history("j")[0]["outcome"], "ok");
+    assert_eq!(env.history("j")[0].outcome, Outcome::Ok);
 }
 
 #[test]
@@ -188,7 +111,7 @@ fn a_short_outage_costs_renewals_not_the_lease() {
         "{}",
         env.stderr_of("pass")
     );
-    assert_eq!(env.history("j")[0]["outcome"], "ok");
+    assert_eq!(env.history("j")[0].outcome, Outcome::Ok);
 }
 
 #[test]
@@ -216,8 +139,8 @@ fn a_long_outage_loses_the_lease_once_and_another_host_takes_over() {
         .unwrap();
     assert_eq!(rival.status.code(), Some(0));
     assert_eq!(
-        env.history("j")[0]["outcome"],
-        "ok",
+        env.history("j")[0].outcome,
+        Outcome::Ok,
         "rival did not run: {}",
         String::from_utf8_lossy(&rival.stderr)
     );
@@ -227,7 +150,7 @@ fn a_long_outage_loses_the_lease_once_and_another_host_takes_over() {
     assert_eq!(env.stdout_of("pass").trim(), "finished");
     assert_eq!(env.stderr_of("pass").matches("lease lost").count(), 1);
     // It started before the rival: the oldest pass in history.
-    assert_eq!(env.history("j").last().unwrap()["outcome"], "lost-lease");
+    assert_eq!(env.history("j").last().unwrap().outcome, Outcome::LostLease);
 }
 
 /// Start a pass of `job` as another host; returns (wrapper pid, child pid file).
@@ -273,7 +196,7 @@ fn a_killed_holder_on_one_host_is_taken_over_by_another_only_after_its_lease() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0));
-        if env.history("j")[0]["outcome"] == "ok" {
+        if env.history("j")[0].outcome == Outcome::Ok {
             took = Some(killed.elapsed());
             break;
         }
@@ -360,8 +283,7 @@ fn a_host_with_a_fast_clock_cannot_steal_a_live_lease() {
         );
         assert_eq!(token_of(&env, "j"), Some(token));
     }
-    let job: Value = env.job("j");
-    assert_eq!(job["slots"][0]["holder"]["host"], "host-a");
+    assert_eq!(env.slot("j").holder.host, "host-a");
     kill(wrapper as i32, libc::SIGTERM);
 }
 
@@ -423,8 +345,9 @@ fn a_waiter_keeps_its_place_through_a_server_restart() {
         &["run", "--lease", "9s", "--wait", "60s", "j", "--", "true"],
     );
     assert!(
-        wait_until(Duration::from_secs(10), || env.job("j")["queue"]["length"]
-            == 1),
+        wait_until(Duration::from_secs(10), || env
+            .find_job("j")
+            .is_some_and(|j| j.queue.length == 1)),
         "the waiter never queued"
     );
     server.halt();
@@ -449,10 +372,10 @@ fn a_waiter_keeps_its_place_through_a_server_restart() {
         "{}",
         env.stderr_of("waiter")
     );
-    let outcomes: Vec<Value> = env
-        .history("j")
-        .iter()
-        .map(|p| p["outcome"].clone())
-        .collect();
-    assert_eq!(outcomes, ["ok", "ok"], "the waiter's pass did not run");
+    let outcomes: Vec<Outcome> = env.history("j").iter().map(|p| p.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Ok, Outcome::Ok],
+        "the waiter's pass did not run"
+    );
 }

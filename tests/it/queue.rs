@@ -10,10 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use jobrun::model::{Liveness, Outcome};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, kill, script, wait_until, TestEnv};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -69,19 +68,18 @@ fn starts(env: &TestEnv) -> Vec<String> {
         .collect()
 }
 
-/// Wrapper pids holding a slot of `job`, and those queued, in queue order.
-fn holders(job: &Value) -> (Vec<i64>, Vec<i64>) {
-    let running = job["slots"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["holder"]["pid"].as_i64())
-        .collect();
-    let queued = job["queue"]["waiters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w["holder"]["pid"].as_i64())
+/// Wrapper pids holding a slot of `job`, and those queued, in queue order
+/// (none while the store does not know the job).
+fn holders(env: &TestEnv, job: &str) -> (Vec<i64>, Vec<i64>) {
+    let Some(job) = env.find_job(job) else {
+        return (vec![], vec![]);
+    };
+    let running = job.slots.iter().map(|s| i64::from(s.holder.pid)).collect();
+    let queued = job
+        .queue
+        .waiters
+        .iter()
+        .map(|w| i64::from(w.holder.pid))
         .collect();
     (running, queued)
 }
@@ -92,20 +90,20 @@ fn wait_visible(env: &TestEnv, job: &str, pid: u32) {
     let pid = pid as i64;
     assert!(
         wait_until(LONG, || {
-            let (r, q) = holders(&env.job(job));
+            let (r, q) = holders(env, job);
             r.contains(&pid) || q.contains(&pid)
         }),
-        "pass of wrapper {pid} never showed up in status: {}",
-        env.job(job)
+        "pass of wrapper {pid} never showed up in status: {:?}",
+        env.find_job(job)
     );
 }
 
 fn wait_queued(env: &TestEnv, job: &str, pid: u32) {
     let pid = pid as i64;
     assert!(
-        wait_until(LONG, || holders(&env.job(job)).1.contains(&pid)),
-        "wrapper {pid} never queued: {}",
-        env.job(job)
+        wait_until(LONG, || holders(env, job).1.contains(&pid)),
+        "wrapper {pid} never queued: {:?}",
+        env.find_job(job)
     );
 }
 
@@ -171,8 +169,8 @@ fn five_passes_two_slots_run_in_arrival_order(env: &TestEnv) {
         }
         pids.push(pid);
     }
-    let (running, queued) = holders(&env.job("q"));
-    assert_eq!(running.len(), 2, "{}", env.job("q"));
+    let (running, queued) = holders(env, "q");
+    assert_eq!(running.len(), 2, "{:?}", env.find_job("q"));
     assert_eq!(
         queued,
         pids[2..].iter().map(|p| *p as i64).collect::<Vec<_>>()
@@ -203,7 +201,7 @@ fn five_passes_two_slots_run_in_arrival_order(env: &TestEnv) {
     let ok = env
         .history("q")
         .iter()
-        .filter(|p| p["outcome"] == "ok")
+        .filter(|p| p.outcome == Outcome::Ok)
         .count();
     assert_eq!(ok, 5);
 }
@@ -288,33 +286,33 @@ echo "- $JOBRUN_PASS $JOBRUN_SLOT" >> herd.log"#,
         let err = env.stderr_of(&format!("w{i}"));
         let rec = history
             .iter()
-            .find(|p| p["pid"] == *pid)
+            .find(|p| p.pid == *pid as i32)
             .unwrap_or_else(|| panic!("pass {i} left no history: {err}"));
-        let id = rec["pass_id"].as_str().unwrap();
-        match (rec["outcome"].as_str().unwrap(), *wait) {
-            ("ok", _) => {
+        let id = rec.pass_id.as_str();
+        match (rec.outcome, *wait) {
+            (Outcome::Ok, _) => {
                 assert_eq!(*code, Some(0), "waiter {i}: {err}");
                 assert!(ran.contains(id), "waiter {i} ok but its child never ran");
             }
-            ("timed-out", "100ms") => {
+            (Outcome::TimedOut, "100ms") => {
                 assert_eq!(*code, Some(75), "waiter {i}: {err}");
                 assert!(err.contains("gave up waiting"), "waiter {i}: {err}");
                 assert!(!ran.contains(id), "waiter {i} timed out but its child ran");
                 timed_out += 1;
             }
-            ("skipped", "0") => {
+            (Outcome::Skipped, "0") => {
                 assert_eq!(*code, Some(75), "pass {i}: {err}");
                 assert!(err.contains("skipping"), "pass {i}: {err}");
                 assert!(!ran.contains(id), "pass {i} skipped but its child ran");
                 skipped += 1;
             }
-            (o, w) => panic!("pass {i} told to wait {w} ended {o}: {err}"),
+            (o, w) => panic!("pass {i} told to wait {w} ended {}: {err}", o.as_str()),
         }
     }
     assert_eq!(ran.len() + timed_out + skipped, 60, "{log:#?}");
     assert!(ran.len() >= 45, "only {} ran", ran.len());
     assert_eq!(env.held("herd"), 0);
-    assert_eq!(env.job("herd")["queue"]["length"], 0);
+    assert_eq!(env.job("herd").queue.length, 0);
     eprintln!(
         "{} passes ran, {timed_out} timed out as told, {skipped} skipped, at most {most} at once",
         ran.len()
@@ -347,10 +345,7 @@ date +%s%3N > a.end"#,
         ],
     );
     wait_queued(env, "q", c);
-    let ghost = env.job("q")["queue"]["waiters"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ghost = env.job("q").queue.waiters[0].pass_id.clone();
     kill(b as i32, libc::SIGKILL);
     assert_eq!(env.wait_exit(b, LONG), Some(137));
     release(env, "a");
@@ -375,7 +370,7 @@ date +%s%3N > a.end"#,
         err.contains(&format!("removed queued pass {ghost}")),
         "{err}"
     );
-    assert_eq!(env.job("q")["queue"]["length"], 0);
+    assert_eq!(env.job("q").queue.length, 0);
 }
 
 /// A waiter SIGKILLed at the tail has nobody behind it to remove it; the
@@ -399,7 +394,7 @@ fn sigkilled_last_waiter_does_not_block_later_runs(env: &TestEnv) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("removed queued pass"), "{err}");
-    assert_eq!(env.job("q")["queue"]["length"], 0);
+    assert_eq!(env.job("q").queue.length, 0);
 }
 
 /// A ghost (a SIGKILLed identical waiter) must not absorb a --coalesce
@@ -423,7 +418,7 @@ fn coalesce_never_joins_a_ghost(env: &TestEnv) {
     let ok = env
         .history("q")
         .iter()
-        .filter(|p| p["outcome"] == "ok")
+        .filter(|p| p.outcome == Outcome::Ok)
         .count();
     assert_eq!(ok, 1, "the newcomer's pass did not run");
 }
@@ -484,10 +479,7 @@ done"#,
         &["run", "--coalesce", "--wait", "60s", "q", "--", &work, "x"],
     );
     wait_queued(env, "q", queued);
-    let queued_id = env.job("q")["queue"]["waiters"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let queued_id = env.job("q").queue.waiters[0].pass_id.clone();
     // Running + queued: an identical newcomer returns at once, naming the
     // queued pass.
     let t = Instant::now();
@@ -529,10 +521,10 @@ done"#,
     );
     wait_queued(env, "q", other);
     let job = env.job("q");
-    assert_eq!(job["queue"]["length"], 2);
+    assert_eq!(job.queue.length, 2);
     assert!(alive(r as i32), "the running pass ended early");
-    let other_id = job["queue"]["waiters"][1]["pass_id"].as_str().unwrap();
-    let running_id = job["slots"][0]["pass_id"].as_str().unwrap();
+    let other_id = &job.queue.waiters[1].pass_id;
+    let running_id = &job.slots[0].pass_id;
     for id in [running_id, &queued_id, other_id] {
         release(env, id);
     }
@@ -560,14 +552,14 @@ done"#,
         "{ran:?}"
     );
     assert!(words.windows(2).all(|w| w[0].1 < w[1].1), "{ran:?}");
-    let outcomes: Vec<String> = env
-        .history("q")
-        .iter()
-        .map(|p| p["outcome"].as_str().unwrap().to_string())
-        .collect();
-    let count = |o: &str| outcomes.iter().filter(|x| *x == o).count();
+    let outcomes: Vec<Outcome> = env.history("q").iter().map(|p| p.outcome).collect();
+    let count = |o: Outcome| outcomes.iter().filter(|x| **x == o).count();
     assert_eq!(
-        (count("ok"), count("coalesced"), count("skipped")),
+        (
+            count(Outcome::Ok),
+            count(Outcome::Coalesced),
+            count(Outcome::Skipped)
+        ),
         (3, 2, 1),
         "{outcomes:?}"
     );
@@ -597,15 +589,14 @@ fn pause_holds_promotion_and_resume_releases_in_order(env: &TestEnv) {
     release(env, "r");
     assert_eq!(exit_of(env, r), Some(0));
     let held_back = || {
-        let j = env.job("q");
-        j["slots"].as_array().is_some_and(|s| s.is_empty())
-            && j["queue"]["length"] == 3
+        env.find_job("q")
+            .is_some_and(|j| j.slots.is_empty() && j.queue.length == 3)
             && starts(env).is_empty()
     };
     assert!(
         holds_for(Duration::from_secs(2), held_back),
-        "{}",
-        env.job("q")
+        "{:?}",
+        env.find_job("q")
     );
     // A waiter on a paused job still times out as told.
     let t = Instant::now();
@@ -623,7 +614,7 @@ fn pause_holds_promotion_and_resume_releases_in_order(env: &TestEnv) {
         waited >= Duration::from_millis(1900) && waited < Duration::from_secs(15),
         "waited {waited:?}"
     );
-    assert!(held_back(), "{}", env.job("q"));
+    assert!(held_back(), "{:?}", env.find_job("q"));
     assert!(env.run(&["resume", "q"]).status.success());
     for (i, pid) in waiters.iter().enumerate() {
         assert_eq!(
@@ -652,8 +643,9 @@ fn status_shows_the_queue(env: &TestEnv) {
     let seen = Instant::now();
     // Let the head's age grow measurably before the second arrives
     // (watching status, not sleeping).
-    assert!(wait_until(LONG, || env.job("q")["queue"]["head_waited_ms"]
-        .as_i64()
+    assert!(wait_until(LONG, || env
+        .find_job("q")
+        .and_then(|j| j.queue.head_waited_ms)
         .is_some_and(|ms| ms >= 300)));
     let w2 = env.start("w2", &["run", "--wait", "60s", "q", "--", "true"]);
     wait_queued(env, "q", w2);
@@ -661,34 +653,36 @@ fn status_shows_the_queue(env: &TestEnv) {
     let lo = seen.elapsed().as_millis() as i64;
     let j = env.job("q");
     let hi = spawned.elapsed().as_millis() as i64;
-    let q = &j["queue"];
-    assert_eq!(q["length"], 2, "{j}");
-    let head = q["head_waited_ms"].as_i64().unwrap();
+    let q = &j.queue;
+    assert_eq!(q.length, 2, "{j:?}");
+    let head = q.head_waited_ms.unwrap();
     assert!(
         head + 50 >= lo && head <= hi + 50,
         "head waited {head} ms, expected {lo}..{hi}"
     );
     let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
     for (i, pid) in [w1, w2].iter().enumerate() {
-        let w = &q["waiters"][i];
-        assert_eq!(w["position"], i + 1, "{j}");
-        assert_eq!(w["holder"]["pid"], *pid, "{j}");
-        assert_eq!(w["holder"]["host"], host.as_str(), "{j}");
-        assert_eq!(w["verdict"]["liveness"], "alive", "{j}");
-        assert!(w["waited_ms"].as_i64().is_some(), "{j}");
+        let w = &q.waiters[i];
+        assert_eq!(w.position, i + 1, "{j:?}");
+        assert_eq!(w.holder.pid, *pid as i32, "{j:?}");
+        assert_eq!(w.holder.host, host, "{j:?}");
+        assert_eq!(w.verdict.liveness, Liveness::Alive, "{j:?}");
+        // Its waited_ms is a number: `env.job` parsed it as one.
     }
-    let tail = q["waiters"][1]["waited_ms"].as_i64().unwrap();
+    let tail = q.waiters[1].waited_ms;
     assert!(head >= tail + 250, "head waited {head} ms, tail {tail} ms");
     // A dead waiter at the tail shows as dead until someone removes it.
     kill(w2 as i32, libc::SIGKILL);
     assert_eq!(env.wait_exit(w2, LONG), Some(137));
     // Its held command ends once it sees its wrapper gone (a moment later).
     assert!(
-        wait_until(LONG, || env.job("q")["queue"]["waiters"][1]["verdict"]
-            ["liveness"]
-            == "dead"),
-        "{}",
-        env.job("q")
+        wait_until(LONG, || env.find_job("q").is_some_and(|j| j
+            .queue
+            .waiters
+            .get(1)
+            .is_some_and(|w| w.verdict.liveness == Liveness::Dead))),
+        "{:?}",
+        env.find_job("q")
     );
     let out = env.run(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -734,15 +728,19 @@ fn smallest_slots_among_holders_and_waiters_binds(env: &TestEnv) {
     release(env, "a");
     assert_eq!(exit_of(env, a), Some(0));
     let stays = || {
-        let (r, q) = holders(&env.job("q"));
+        let (r, q) = holders(env, "q");
         r.len() == 2 && q == [w1 as i64, w2 as i64]
     };
-    assert!(holds_for(Duration::from_secs(2), stays), "{}", env.job("q"));
+    assert!(
+        holds_for(Duration::from_secs(2), stays),
+        "{:?}",
+        env.find_job("q")
+    );
     release(env, "b");
     assert!(wait_until(LONG, || starts(env).contains(&"w1".to_string())));
     // c and w1 hold; w2 (N 2, now a waiter at the head) must keep waiting.
     assert!(holds_for(Duration::from_secs(1), || {
-        let (r, q) = holders(&env.job("q"));
+        let (r, q) = holders(env, "q");
         r.len() == 2 && q == [w2 as i64]
     }));
     // Once w2 holds, its N of 2 binds a --slots 3 newcomer too.

@@ -2,63 +2,51 @@
 
 use std::time::{Duration, Instant};
 
-use crate::both_stores;
-use crate::env::{alive, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, exits, kill, script, wait_until, Jobrun, TestEnv};
 
 fn exit_codes_pass_through(env: &TestEnv) {
-    let code = |args: &[&str]| env.run(args).status.code();
-    assert_eq!(code(&["run", "j", "--", "true"]), Some(0));
-    assert_eq!(code(&["run", "j", "--", "sh", "-c", "exit 7"]), Some(7));
-    assert_eq!(
-        code(&["run", "j", "--", "sh", "-c", "kill -TERM $$"]),
-        Some(143)
-    );
-    assert_eq!(code(&["run", "j", "--", "/nonexistent/cmd"]), Some(127));
-    assert_eq!(code(&["run", "j", "--", "/etc/hostname"]), Some(126));
-    assert_eq!(
-        code(&["run", "j", "--lease", "1s", "--", "true"]),
-        Some(125)
-    );
+    exits(env, 0, &["run", "j", "--", "true"]);
+    exits(env, 7, &["run", "j", "--", "sh", "-c", "exit 7"]);
+    exits(env, 143, &["run", "j", "--", "sh", "-c", "kill -TERM $$"]);
+    exits(env, 127, &["run", "j", "--", "/nonexistent/cmd"]);
+    exits(env, 126, &["run", "j", "--", "/etc/hostname"]);
+    exits(env, 125, &["run", "j", "--lease", "1s", "--", "true"]);
     // Every pass that reached the store is recorded, nothing left held.
     assert_eq!(env.held("j"), 0);
-    let outcomes: Vec<String> = env
-        .history("j")
-        .iter()
-        .map(|p| p["outcome"].as_str().unwrap().to_string())
-        .collect();
     assert_eq!(
-        outcomes,
+        outcomes(env, "j"),
         ["spawn-failed", "spawn-failed", "killed", "failed", "ok"]
     );
 }
 
 fn child_sees_job_token_slot_and_pass(env: &TestEnv) {
-    let out = env.run(&[
-        "run",
-        "feeds.poll",
-        "--",
-        "sh",
-        "-c",
-        "echo $JOBRUN_JOB $JOBRUN_TOKEN $JOBRUN_SLOT $JOBRUN_PASS",
-    ]);
-    let line = String::from_utf8_lossy(&out.stdout);
+    let line = Jobrun::new(env)
+        .args(["run", "feeds.poll", "--", "sh", "-c"])
+        .arg("echo $JOBRUN_JOB $JOBRUN_TOKEN $JOBRUN_SLOT $JOBRUN_PASS")
+        .run()
+        .stdout;
     let f: Vec<&str> = line.split_whitespace().collect();
     assert_eq!((f[0], f[2]), ("feeds.poll", "0"), "{line}");
     assert_eq!(f[3].len(), 12, "{line}");
     // The token the child saw is the one history recorded for the pass.
     let pass = &env.history("feeds.poll")[0];
-    assert_eq!(f[1], pass["token"].to_string(), "{line} {pass}");
-    assert_eq!(f[3], pass["pass_id"], "{line} {pass}");
+    assert_eq!(
+        Some(f[1].to_string()),
+        pass.token.map(|t| t.to_string()),
+        "{line} {pass:?}"
+    );
+    assert_eq!(f[3], pass.pass_id, "{line} {pass:?}");
 }
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-fn outcomes(env: &TestEnv, job: &str) -> Vec<String> {
+/// The outcomes of a job's passes, newest first, as history names them.
+fn outcomes(env: &TestEnv, job: &str) -> Vec<&'static str> {
     env.history(job)
         .iter()
-        .map(|p| p["outcome"].as_str().unwrap().to_string())
+        .map(|p| p.outcome.as_str())
         .collect()
 }
 
@@ -69,31 +57,18 @@ fn proc_state(pid: i32) -> Option<char> {
 }
 
 fn more_exit_codes(env: &TestEnv) {
-    let code = |args: &[&str]| env.run(args).status.code();
     // Any code N passes through, the extremes included.
-    assert_eq!(code(&["run", "j", "--", "false"]), Some(1));
-    assert_eq!(code(&["run", "j", "--", "sh", "-c", "exit 255"]), Some(255));
+    exits(env, 1, &["run", "j", "--", "false"]);
+    exits(env, 255, &["run", "j", "--", "sh", "-c", "exit 255"]);
     // 128+N for other signals than TERM.
-    assert_eq!(
-        code(&["run", "j", "--", "sh", "-c", "kill -KILL $$"]),
-        Some(137)
-    );
-    assert_eq!(
-        code(&["run", "j", "--", "sh", "-c", "kill -INT $$"]),
-        Some(130)
-    );
+    exits(env, 137, &["run", "j", "--", "sh", "-c", "kill -KILL $$"]);
+    exits(env, 130, &["run", "j", "--", "sh", "-c", "kill -INT $$"]);
     // Not found on PATH (not only by path), and a directory is not
     // executable.
-    assert_eq!(
-        code(&["run", "j", "--", "jobrun-no-such-command"]),
-        Some(127)
-    );
-    assert_eq!(code(&["run", "j", "--", "/"]), Some(126));
+    exits(env, 127, &["run", "j", "--", "jobrun-no-such-command"]);
+    exits(env, 126, &["run", "j", "--", "/"]);
     // jobrun's own failure: a settings error, before anything ran.
-    assert_eq!(
-        code(&["run", "--max-hold", "1s", "j", "--", "true"]),
-        Some(125)
-    );
+    exits(env, 125, &["run", "--max-hold", "1s", "j", "--", "true"]);
     assert_eq!(
         outcomes(env, "j"),
         [
@@ -206,12 +181,7 @@ fn on_lost_term_stops_the_child_when_the_lease_is_cleared(env: &TestEnv) {
         ],
     );
     assert!(env.wait_for_file("ready", secs(10)));
-    let out = env.run(&["clear-locks", "--force", "j"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(env, 0, &["clear-locks", "--force", "j"]);
     // The renewer notices at its next tick (every second).
     assert!(
         env.wait_for_file("got-TERM", secs(5)),

@@ -8,15 +8,12 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::env::{held_child, kill, wait_until, Kind, TestEnv};
+use jobrun::model::HistoryReport;
+
+use crate::support::{both_stores, held_child, kill, wait_until, Jobrun, Kind, TempUser, TestEnv};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn mkfifo(p: &std::path::Path) {
@@ -31,62 +28,6 @@ fn hash(p: &std::path::Path) -> (usize, u64) {
         (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3)
     });
     (b.len(), h)
-}
-
-/// A throwaway unprivileged user, removed when dropped (even when the test
-/// fails). `None` (with the reason printed) when not root.
-pub struct TempUser {
-    name: String,
-    uid: u32,
-}
-
-impl TempUser {
-    pub fn create(tag: &str) -> Option<TempUser> {
-        if !is_root() {
-            eprintln!("skipped: creating a second user to own planted files needs root");
-            return None;
-        }
-        let name = format!("jrt{}{tag}", std::process::id());
-        let out = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/usr/sbin/nologin", &name])
-            .output()
-            .expect("run useradd");
-        assert!(out.status.success(), "useradd: {}", stderr(&out));
-        let mut user = TempUser { name, uid: 0 };
-        let id = Command::new("id")
-            .args(["-u", &user.name])
-            .output()
-            .unwrap();
-        user.uid = String::from_utf8_lossy(&id.stdout).trim().parse().unwrap();
-        Some(user)
-    }
-
-    /// Give `p` (not following a symlink) to this user.
-    pub fn owns(&self, p: &std::path::Path) {
-        let st = Command::new("chown")
-            .args(["-h", &self.name])
-            .arg(p)
-            .status()
-            .unwrap();
-        assert!(st.success(), "chown {}", p.display());
-    }
-}
-
-impl Drop for TempUser {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).output();
-    }
-}
-
-/// One line on stderr, starting `jobrun: `, exit 125, holding each needle.
-fn one_line_refusal(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert_eq!(err.lines().count(), 1, "not one line: {err}");
-    assert!(err.starts_with("jobrun: "), "{err}");
-    for n in needles {
-        assert!(err.contains(n), "{n:?} missing from {err}");
-    }
 }
 
 // ---- 1. Wake files never block and are never followed ----
@@ -105,12 +46,9 @@ fn waiter_behind_holder(env: &TestEnv, tag: &str, vars: &[(&str, &str)]) -> (u32
         vars,
     );
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 1
+        env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
-    let pass = env.job("j")["queue"]["waiters"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pass = env.job("j").queue.waiters[0].pass_id.clone();
     (h, w, pass)
 }
 
@@ -195,12 +133,9 @@ fn a_waiter_whose_wake_file_is_refused_still_polls_and_honours_term() {
         &["run", "--wait", "60s", "j", "--", "sh", "-c", &touch],
     );
     assert!(wait_until(Duration::from_secs(10), || {
-        env.job("j")["queue"]["length"] == 1
+        env.find_job("j").is_some_and(|j| j.queue.length == 1)
     }));
-    let pass = env.job("j")["queue"]["waiters"][0]["pass_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pass = env.job("j").queue.waiters[0].pass_id.clone();
     let wake = sqlite_wake_file(&env, &pass);
     fs::remove_file(&wake).unwrap();
     mkfifo(&wake);
@@ -302,8 +237,11 @@ fn a_symlink_planted_as_the_store_is_refused_and_its_target_untouched() {
     // Dangling: the target must not be created.
     let missing = env.path("made-by-jobrun");
     symlink(&missing, &env.db).unwrap();
-    let out = env.run(&["run", "j", "--", "touch", "ran"]);
-    one_line_refusal(&out, &[&env.db, "symbolic link", "owner", "mode"]);
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&env.db, "symbolic link", "owner", "mode"])
+        .run();
     assert!(!missing.exists(), "the symlink's target became a file");
     assert!(!env.path("ran").exists());
     // To an existing file: its bytes stay as they are.
@@ -313,8 +251,11 @@ fn a_symlink_planted_as_the_store_is_refused_and_its_target_untouched() {
     fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).unwrap();
     symlink(&victim, &env.db).unwrap();
     let before = hash(&victim);
-    let out = env.run(&["status"]);
-    one_line_refusal(&out, &[&env.db, "symbolic link"]);
+    Jobrun::new(&env)
+        .args(["status"])
+        .refused()
+        .stderr_contains_all(&[&env.db, "symbolic link"])
+        .run();
     assert_eq!(hash(&victim), before);
 }
 
@@ -323,19 +264,28 @@ fn a_store_writable_beyond_its_mode_is_refused() {
     let env = TestEnv::sqlite();
     assert_eq!(env.run(&["run", "j", "--", "true"]).status.code(), Some(0));
     fs::set_permissions(&env.db, fs::Permissions::from_mode(0o666)).unwrap();
-    let out = env.run(&["run", "j", "--", "touch", "ran"]);
-    one_line_refusal(&out, &[&env.db, "0666", "--db-mode 0600"]);
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&env.db, "0666", "--db-mode 0600"])
+        .run();
     assert!(!env.path("ran").exists());
     // A group-shared mode allows group write, not more.
-    let out = env.run(&["--db-mode", "0660", "status"]);
-    one_line_refusal(&out, &[&env.db, "writable by anyone"]);
+    Jobrun::new(&env)
+        .args(["--db-mode", "0660", "status"])
+        .refused()
+        .stderr_contains_all(&[&env.db, "writable by anyone"])
+        .run();
     fs::set_permissions(&env.db, fs::Permissions::from_mode(0o660)).unwrap();
     assert_eq!(
         env.run(&["--db-mode", "0660", "status"]).status.code(),
         Some(0)
     );
-    let out = env.run(&["status"]);
-    one_line_refusal(&out, &[&env.db, "writable by its group"]);
+    Jobrun::new(&env)
+        .args(["status"])
+        .refused()
+        .stderr_contains_all(&[&env.db, "writable by its group"])
+        .run();
 }
 
 #[test]
@@ -348,8 +298,11 @@ fn a_symlink_planted_as_the_wal_is_refused() {
     fs::write(&victim, "precious\n").unwrap();
     symlink(&victim, &wal).unwrap();
     let before = hash(&victim);
-    let out = env.run(&["run", "j", "--", "touch", "ran"]);
-    one_line_refusal(&out, &[&wal, "symbolic link"]);
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&wal, "symbolic link"])
+        .run();
     assert_eq!(hash(&victim), before);
     assert!(!env.path("ran").exists());
 }
@@ -363,11 +316,11 @@ fn a_store_owned_by_another_user_is_refused() {
     assert_eq!(env.run(&["run", "j", "--", "true"]).status.code(), Some(0));
     user.owns(std::path::Path::new(&env.db));
     let before = hash(std::path::Path::new(&env.db));
-    let out = env.run(&["run", "j", "--", "touch", "ran"]);
-    one_line_refusal(
-        &out,
-        &[&env.db, &user.name, &format!("uid {}", user.uid), "0600"],
-    );
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&env.db, &user.name, &format!("uid {}", user.uid), "0600"])
+        .run();
     assert!(!env.path("ran").exists());
     assert_eq!(hash(std::path::Path::new(&env.db)), before);
     // A -shm of theirs beside a store of ours is refused too.
@@ -383,8 +336,11 @@ fn a_store_owned_by_another_user_is_refused() {
     }
     fs::set_permissions(&shm, fs::Permissions::from_mode(0o600)).unwrap();
     user.owns(std::path::Path::new(&shm));
-    let out = env.run(&["status"]);
-    one_line_refusal(&out, &[&shm, &user.name]);
+    Jobrun::new(&env)
+        .args(["status"])
+        .refused()
+        .stderr_contains_all(&[&shm, &user.name])
+        .run();
 }
 
 #[test]
@@ -398,8 +354,11 @@ fn a_symlink_planted_by_another_user_as_the_store_is_refused() {
     symlink(&target, &env.db).unwrap();
     user.owns(std::path::Path::new(&env.db));
     let before = hash(&target);
-    let out = env.run(&["run", "j", "--", "touch", "ran"]);
-    one_line_refusal(&out, &[&env.db, "symbolic link", &user.name]);
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&env.db, "symbolic link", &user.name])
+        .run();
     assert_eq!(hash(&target), before);
 }
 
@@ -412,13 +371,12 @@ fn refused_untouched(env: &TestEnv, file: &std::path::Path, needles: &[&str]) {
         &["status"],
         &["pause", "j"],
     ] {
-        let out = env
-            .cmd(args)
+        Jobrun::new(env)
+            .args(args)
             .env("JOBRUN_DB", file)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        one_line_refusal(&out, needles);
+            .refused()
+            .stderr_contains_all(needles)
+            .run();
         assert_eq!(hash(file), before, "{args:?} changed {}", file.display());
     }
     assert!(!env.path("ran").exists());
@@ -576,10 +534,10 @@ fn a_new_store_is_marked_and_an_earlier_jobruns_store_is_adopted() {
         .env("JOBRUN_DB", old)
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let passes = v["passes"].as_array().unwrap();
-    assert_eq!(passes.len(), 2, "its history was kept: {v}");
-    assert!(passes[0]["token"].as_i64().unwrap() > 7, "{v}");
+    let v: HistoryReport = serde_json::from_slice(&out.stdout).unwrap();
+    let passes = &v.passes;
+    assert_eq!(passes.len(), 2, "its history was kept: {v:?}");
+    assert!(passes[0].token.unwrap() > 7, "{v:?}");
 }
 
 // ---- 4. Text from the store is data ----
@@ -618,7 +576,7 @@ fn pause_reasons_are_escaped(env: &TestEnv) {
     let out = env.run(&["status"]);
     shows_forged_text_escaped("status", &String::from_utf8_lossy(&out.stdout));
     // JSON keeps the text as it is, escaped by JSON itself.
-    assert_eq!(env.job("j")["paused"]["reason"], FORGED);
+    assert_eq!(env.job("j").paused.unwrap().reason.as_deref(), Some(FORGED));
 }
 
 /// Run SQL against the env's store, as another writer of it could.
@@ -671,7 +629,7 @@ fn hosts_and_names_from_rows_are_escaped(env: &TestEnv) {
     fs::write(env.path("h.done"), "").unwrap();
 }
 
-crate::both_stores!(
+both_stores!(
     pause_reasons_are_escaped,
     hosts_and_names_from_rows_are_escaped
 );
@@ -680,9 +638,13 @@ crate::both_stores!(
 fn a_job_name_with_a_bidi_override_is_refused() {
     let env = TestEnv::sqlite();
     for name in ["a\u{202e}b", "a\u{2066}b", "a\u{200b}b", "\u{feff}ab"] {
-        let out = env.run(&["run", name, "--", "touch", "ran"]);
-        one_line_refusal(&out, &["invalid job name", "bidirectional or zero-width"]);
-        assert!(!stderr(&out).contains(name), "the raw name was echoed");
+        Jobrun::new(&env)
+            .args(["run", name, "--", "touch", "ran"])
+            .refused()
+            .stderr_contains_all(&["invalid job name", "bidirectional or zero-width"])
+            // The raw name is never echoed.
+            .stderr_lacks(name)
+            .run();
     }
     assert!(!env.path("ran").exists());
 }
@@ -718,16 +680,16 @@ fn a_libpq_keyword_string_is_a_postgres_store_never_a_file_or_an_echo() {
     ] {
         // Nothing listens there: the string is taken as a server, fails to
         // connect, and says so in one line without its password.
-        let out = env
-            .cmd(&["run", "j", "--", "touch", "ran"])
+        Jobrun::new(&env)
+            .args(["run", "j", "--", "touch", "ran"])
             .env("JOBRUN_DB", db)
             .env("PGHOST", "127.0.0.1")
             .env("PGPORT", "1")
-            .output()
-            .unwrap();
-        one_line_refusal(&out, &[says]);
-        assert!(!stderr(&out).contains("hunter2pw"), "{}", stderr(&out));
-        assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2pw"));
+            .refused()
+            .stderr_contains(says)
+            .stderr_lacks("hunter2pw")
+            .stdout_lacks("hunter2pw")
+            .run();
     }
     assert_eq!(listing(), before, "a file was created");
 }

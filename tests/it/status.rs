@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use crate::both_stores;
-use crate::env::{script, TestEnv};
+use jobrun::model::{Liveness, State, StatusReport};
+
+use crate::support::{both_stores, script, Jobrun, TestEnv};
 
 fn human_status_fits_100_columns(env: &TestEnv) {
     let long = "a".repeat(200);
@@ -21,16 +22,16 @@ fn human_status_fits_100_columns(env: &TestEnv) {
         &[("JOBRUN_HOST", &host), ("JOBRUN_BOOT_ID", "elsewhere")],
     );
     assert!(env.wait_for_file("ready", Duration::from_secs(10)));
-    assert_eq!(
-        env.run(&["run", "short", "--", "sh", "-c", "exit 3"])
-            .status
-            .code(),
-        Some(3)
-    );
-    let paused = env.run(&["pause", "short", "--reason", &"r".repeat(300)]);
-    assert!(paused.status.success());
-    let out = env.run(&["status"]);
-    assert!(out.status.success());
+    Jobrun::new(env)
+        .args(["run", "short", "--", "sh", "-c", "exit 3"])
+        .code(3)
+        .run();
+    Jobrun::new(env)
+        .args(["pause", "short", "--reason"])
+        .arg("r".repeat(300))
+        .code(0)
+        .run();
+    let out = Jobrun::new(env).args(["status"]).code(0).run().output;
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.lines().count() >= 4, "{text}");
     for line in text.lines() {
@@ -59,9 +60,13 @@ fn json_status_has_the_documented_fields(env: &TestEnv) {
         &["run", "feeds.poll", "--lease", "7s", "--", &child],
     );
     assert!(env.wait_for_file("ready", Duration::from_secs(10)));
-    let job = env.job("feeds.poll");
-    assert_eq!(job["state"], "running");
-    let slot = &job["slots"][0];
+    let out = Jobrun::new(env).args(["status", "--json"]).code(0).run();
+    let report: StatusReport = out.json();
+    let job = report.job("feeds.poll").expect("listed");
+    assert_eq!(job.state, State::Running);
+    // The keys as printed, apart from the models: the documented contract.
+    let printed: serde_json::Value = out.json();
+    let slot = &printed["jobs"][0]["slots"][0];
     for key in [
         "slot",
         "state",
@@ -78,13 +83,14 @@ fn json_status_has_the_documented_fields(env: &TestEnv) {
     ] {
         assert!(!slot[key].is_null(), "slot lacks {key}: {slot}");
     }
-    assert_eq!(slot["verdict"]["liveness"], "alive");
-    assert!(slot["holder"]["child_pid"].as_i64().is_some(), "{slot}");
-    let expires = slot["expires_in_ms"].as_i64().unwrap();
+    let slot = &job.slots[0];
+    assert_eq!(slot.verdict.liveness, Liveness::Alive);
+    assert!(slot.holder.child_pid.is_some(), "{slot:?}");
+    let expires = slot.expires_in_ms;
     assert!((1..=7000).contains(&expires), "{expires}");
-    assert_eq!(slot["command"][0], child.as_str());
-    assert_eq!(job["queue"]["length"], 0);
-    assert!(job["paused"].is_null());
+    assert_eq!(slot.command[0], child);
+    assert_eq!(job.queue.length, 0);
+    assert!(job.paused.is_none());
 }
 
 both_stores!(

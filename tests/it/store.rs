@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::env::{script, TestEnv};
+use crate::support::{script, TestEnv};
 
 fn mode_of(p: &std::path::Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777

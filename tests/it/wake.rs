@@ -8,8 +8,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::both_stores;
-use crate::env::{held_child, kill, wait_until, Kind, TestEnv};
+use crate::support::{both_stores, held_child, kill, wait_until, Kind, TestEnv};
 
 /// Where the waiters of this env keep their wake FIFOs.
 fn wake_dir(env: &TestEnv) -> PathBuf {
@@ -59,12 +58,9 @@ fn queue_of(env: &TestEnv, n: usize) -> (u32, Vec<(u32, String)>) {
             &vars,
         );
         assert!(wait_until(Duration::from_secs(10), || {
-            env.job("j")["queue"]["length"] == i + 1
+            env.find_job("j").is_some_and(|j| j.queue.length == i + 1)
         }));
-        let pass = env.job("j")["queue"]["waiters"][i]["pass_id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let pass = env.job("j").queue.waiters[i].pass_id.clone();
         assert!(wake_dir(env).join(format!("{pass}.wake")).exists());
         waiters.push((pid, pass));
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use jobrun::model::{HistoryReport, JobStatus, PassRecord, SlotStatus, StatusReport};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_jobrun");
 
@@ -180,37 +180,54 @@ impl TestEnv {
     }
 
     /// `status --json`, parsed.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> StatusReport {
         let out = self.run(&["status", "--json"]);
         assert!(
             out.status.success(),
             "status failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_slice(&out.stdout).expect("status --json is JSON")
+        serde_json::from_slice(&out.stdout).expect("status --json is a status report")
     }
 
-    /// The status entry of one job (Null when unknown).
-    pub fn job(&self, name: &str) -> Value {
-        self.status()["jobs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|j| j["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
+    /// The status entry of one job, `None` while the store does not know it.
+    pub fn find_job(&self, name: &str) -> Option<JobStatus> {
+        self.status().jobs.into_iter().find(|j| j.name == name)
+    }
+
+    /// The status entry of a job the store knows.
+    pub fn job(&self, name: &str) -> JobStatus {
+        let status = self.status();
+        match status.job(name) {
+            Some(j) => j.clone(),
+            None => panic!("status does not list {name}: {status:#?}"),
+        }
+    }
+
+    /// Slot 0 of `job` in status, `None` while nobody holds it.
+    pub fn find_slot(&self, job: &str) -> Option<SlotStatus> {
+        self.find_job(job).and_then(|j| j.slots.into_iter().next())
+    }
+
+    /// Slot 0 of a job that is held.
+    pub fn slot(&self, job: &str) -> SlotStatus {
+        let j = self.job(job);
+        match j.slots.first() {
+            Some(s) => s.clone(),
+            None => panic!("{job} holds no slot: {j:#?}"),
+        }
     }
 
     /// How many slots of `name` are held right now.
     pub fn held(&self, name: &str) -> usize {
-        self.job(name)["slots"].as_array().map_or(0, |s| s.len())
+        self.find_job(name).map_or(0, |j| j.slots.len())
     }
 
     /// `history --json` passes of a job, newest first.
-    pub fn history(&self, name: &str) -> Vec<Value> {
+    pub fn history(&self, name: &str) -> Vec<PassRecord> {
         let out = self.run(&["history", name, "--json", "--limit", "10000"]);
-        let v: Value = serde_json::from_slice(&out.stdout).expect("history --json");
-        v["passes"].as_array().cloned().unwrap_or_default()
+        let h: HistoryReport = serde_json::from_slice(&out.stdout).expect("history --json");
+        h.passes
     }
 
     /// Read a pid a child wrote into a file.
@@ -292,20 +309,6 @@ pub fn script(env: &TestEnv, name: &str, body: &str) -> String {
     fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
     fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
     p.to_string_lossy().into_owned()
-}
-
-/// Generate a test per store from one body: `both_stores!(fn_name, ...)`
-/// where each `fn_name(env: &TestEnv)` is defined in the same module.
-#[macro_export]
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::sqlite()) } )*
-        }
-        mod postgres {
-            $( #[test] fn $name() { super::$name(&$crate::env::TestEnv::postgres()) } )*
-        }
-    };
 }
 
 /// A child script that touches `<name>.ready` once it runs, then holds until

@@ -1,0 +1,38 @@
+//! What the behaviour modules share, and nothing else: the TestEnv (a
+//! temporary store and the real binary), an assertion builder for one
+//! command, passes to act on, direct access to a store's tables, servers
+//! and users a test owns. Behaviour modules import from here only, never
+//! from each other.
+
+pub mod assert;
+pub mod env;
+pub mod pass;
+pub mod pg;
+pub mod store;
+pub mod user;
+
+pub use assert::{exits, Jobrun};
+pub use env::{alive, held_child, kill, pg_server, script, wait_until, Kind, TestEnv, BIN};
+pub use pass::{kill_pass, start_pass, WEB2};
+pub use pg::OwnServer;
+pub use store::{dump_store, store_exec};
+pub use user::TempUser;
+
+/// Output bytes as text, for messages and `contains`.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Generate a test per store from one body: `both_stores!(fn_name, ...)`
+/// where each `fn_name(env: &TestEnv)` is defined in the same module.
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name(&$crate::support::TestEnv::sqlite()) } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { super::$name(&$crate::support::TestEnv::postgres()) } )*
+        }
+    };
+}
+pub(crate) use both_stores;
