@@ -54,17 +54,17 @@ pub struct RenewerConfig {
     pub taken: Instant,
 }
 
-pub struct Renewer {
+/// A running renewer of `R`; stopping it hands `R` back.
+pub struct Renewer<R> {
     stop: Sender<()>,
-    handle: JoinHandle<RenewerExit>,
+    handle: JoinHandle<(RenewerExit, R)>,
 }
 
-impl Renewer {
+impl<R: Renewable + 'static> Renewer<R> {
     /// Start renewing. `on_exit` runs on the renewer thread when it stops
     /// by itself (lease lost, max hold), never when its owner stops it.
-    pub fn spawn<R, F>(mut target: R, cfg: RenewerConfig, on_exit: F) -> std::io::Result<Renewer>
+    pub fn spawn<F>(mut target: R, cfg: RenewerConfig, on_exit: F) -> std::io::Result<Renewer<R>>
     where
-        R: Renewable + 'static,
         F: FnOnce(RenewerExit) + Send + 'static,
     {
         let (stop, stopped) = mpsc::channel::<()>();
@@ -75,15 +75,19 @@ impl Renewer {
                 if exit != RenewerExit::Stopped {
                     on_exit(exit);
                 }
-                exit
+                (exit, target)
             })?;
         Ok(Renewer { stop, handle })
     }
 
-    /// Stop renewing and wait for the thread to end.
-    pub fn stop(self) -> RenewerExit {
+    /// Stop renewing, wait for the thread to end, and take back what it
+    /// renewed (`None` only if the thread panicked).
+    pub fn stop(self) -> (RenewerExit, Option<R>) {
         let _ = self.stop.send(());
-        self.handle.join().unwrap_or(RenewerExit::Stopped)
+        match self.handle.join() {
+            Ok((exit, target)) => (exit, Some(target)),
+            Err(_) => (RenewerExit::Stopped, None),
+        }
     }
 }
 
@@ -321,13 +325,15 @@ mod tests {
         .unwrap();
         let reported = seen.recv_timeout(Duration::from_secs(10));
         assert_eq!(reported, Ok(RenewerExit::LeaseLost));
-        assert_eq!(r.stop(), RenewerExit::LeaseLost);
+        assert_eq!(r.stop().0, RenewerExit::LeaseLost);
         assert!(seen.try_recv().is_err(), "reported once");
 
         let (sink, seen) = mpsc::channel();
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
         let r = Renewer::spawn(fake.clone(), cfg(LONG), move |e| sink.send(e).unwrap()).unwrap();
-        assert_eq!(r.stop(), RenewerExit::Stopped);
+        let (exit, back) = r.stop();
+        assert_eq!(exit, RenewerExit::Stopped);
+        assert!(back.is_some(), "the lease comes back to its owner");
         assert_eq!(fake.calls(), 0, "stopped before its first tick");
         assert!(seen.try_recv().is_err(), "an owner's stop is not reported");
     }

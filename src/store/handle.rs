@@ -21,9 +21,10 @@ use super::{Result, Store, StoreError, StorePin, StoreSpec};
 /// cost the server connections only while they renew.
 pub const CONNECT_PER_RENEWAL: Duration = Duration::from_secs(10);
 
-/// How long a pass on PostgreSQL keeps its connection once its command has
-/// started: a command that ends within it is released on the same
-/// connection; a longer one costs the server nothing while it runs.
+/// How long a pass on PostgreSQL whose renewer connects per renewal keeps
+/// its connection once its command has started: a command that ends within
+/// it is released on the same connection; a longer one costs the server
+/// nothing while it runs.
 pub const KEEP_AFTER_START: Duration = Duration::from_millis(100);
 
 /// A connection a timer closes unless its handle takes it back first.
@@ -54,6 +55,17 @@ impl StoreHandle {
 
     pub fn spec(&self) -> &StoreSpec {
         &self.spec
+    }
+
+    /// A handle on the same store with no connection yet.
+    pub fn fresh(&self) -> StoreHandle {
+        StoreHandle::new(self.spec.clone(), self.patience, None)
+    }
+
+    /// Hand this handle's connection over; this one is left fresh.
+    pub fn lend(&mut self) -> StoreHandle {
+        let fresh = self.fresh();
+        std::mem::replace(self, fresh)
     }
 
     /// The connection, reopened if it was closed. A reopen never creates a
@@ -130,10 +142,12 @@ pub enum Held {
     },
 }
 
-/// A lease in the store a pass started with, renewed on a handle of its
-/// own.
+/// A lease in the store a pass started with, renewed on a handle the pass
+/// lends it (and takes back with `into_store`).
 pub struct StoreLease {
     store: StoreHandle,
+    /// The handle's patience while its owner had it.
+    owner_patience: Duration,
     held: Held,
     lease: Duration,
     pin: Arc<StorePin>,
@@ -142,19 +156,38 @@ pub struct StoreLease {
 }
 
 impl StoreLease {
-    pub fn new(spec: StoreSpec, held: Held, lease: Duration, pin: Arc<StorePin>) -> StoreLease {
+    pub fn new(
+        mut store: StoreHandle,
+        held: Held,
+        lease: Duration,
+        pin: Arc<StorePin>,
+    ) -> StoreLease {
         let interval = crate::lease::renew_interval(lease);
-        let per_renewal = spec.reach() == StoreReach::Fleet && interval >= CONNECT_PER_RENEWAL;
+        let per_renewal =
+            store.spec.reach() == StoreReach::Fleet && interval >= CONNECT_PER_RENEWAL;
+        if per_renewal {
+            // No connection is held between renewals; one that was just
+            // used is kept a moment, for a command that ends at once.
+            store.close_after(KEEP_AFTER_START);
+        }
+        // A busy SQLite store or a full server fails the tick within half
+        // an interval, so the next tick tries again well inside the window
+        // instead of one wait eating it.
+        let owner_patience = std::mem::replace(&mut store.patience, interval / 2);
         StoreLease {
-            // A busy SQLite store or a full server fails the tick within
-            // half an interval, so the next tick tries again well inside
-            // the window instead of one wait eating it.
-            store: StoreHandle::new(spec, interval / 2, None),
+            store,
+            owner_patience,
             held,
             lease,
             pin,
             per_renewal,
         }
+    }
+
+    /// The handle, back to its owner.
+    pub fn into_store(mut self) -> StoreHandle {
+        self.store.patience = self.owner_patience;
+        self.store
     }
 
     fn try_renew(&mut self) -> Result<Renewal> {

@@ -235,9 +235,10 @@ pub struct PgBackend {
 
 pub type PgStore = SqlStore<PgBackend>;
 
-/// How long a start keeps trying a server that answers "too many clients"
-/// (SQLSTATE 53300) before it fails: a fleet starting many passes at once
-/// rides out a full server instead of failing them all.
+/// How long a start keeps trying a server that is busy (`busy_server`:
+/// "too many clients", or no answer within the connect timeout) before it
+/// fails: a fleet starting many passes at once rides out a full server
+/// instead of failing them all.
 pub const TOO_MANY_CLIENTS_BUDGET: Duration = Duration::from_secs(10);
 
 /// A connection's settings, resolved the way libpq resolves them: the
@@ -306,10 +307,10 @@ impl PgStore {
             match got {
                 Ok(c) => break c,
                 Err(e) => {
-                    let full = e.code() == Some(&postgres::error::SqlState::TOO_MANY_CONNECTIONS);
+                    let busy = busy_server(&e);
                     let err = clarify(scrub_all(map_err(&shown, e), &secrets), &params);
                     let left = budget.saturating_sub(started.elapsed());
-                    if !full || left.is_zero() {
+                    if !busy || left.is_zero() {
                         return Err(err);
                     }
                     std::thread::sleep(jittered(pause).min(left));
@@ -325,6 +326,18 @@ impl PgStore {
             },
         })
     }
+}
+
+/// A server too busy to take a connection now: full ("too many clients"),
+/// or not answering within the connect timeout (a pooler whose listen
+/// queue overflows under a fleet's start). Worth another try within the
+/// budget; anything else (refused, bad password, no such database) fails at
+/// once.
+fn busy_server(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::TOO_MANY_CONNECTIONS)
+        || e.source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
 }
 
 /// `base` scaled by a random factor in [0.5, 1.5): passes that met a full

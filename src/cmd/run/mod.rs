@@ -74,9 +74,9 @@ fn report_evictions(plan: &[Planned], attempt: &Attempt, evidence: &Evidence) {
 
 struct Pass {
     settings: RunSettings,
-    /// The pass's connection. On PostgreSQL it is closed while the command
-    /// runs: the renewer has its own, and a fleet of passes should cost the
-    /// server one each.
+    /// The pass's connection. On PostgreSQL it is lent to the renewer
+    /// while the command runs: a fleet of passes should cost the server
+    /// one connection each at most.
     store: StoreHandle,
     req: AcquireRequest,
     events: Receiver<Event>,

@@ -17,7 +17,7 @@ use crate::liveness::{Liveness, StoreReach};
 use crate::renewer::{Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
-use crate::store::{Acquire, Held, StoreLease, KEEP_AFTER_START};
+use crate::store::{Acquire, Held, StoreHandle, StoreLease};
 use crate::supervise::{self, classify, Event, SignalKind};
 
 impl Pass {
@@ -244,12 +244,16 @@ impl Pass {
             self.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::SIGNAL_BASE + sig);
         }
-        // On PostgreSQL no server connection is held while the command
-        // runs (the renewer has its own); one that ends at once is
-        // released on this one.
-        if self.store.spec().reach() == StoreReach::Fleet {
-            self.store.close_after(KEEP_AFTER_START);
-        }
+        // On PostgreSQL the pass's connection serves its renewer and comes
+        // back for the release: a fleet pass costs the server one
+        // connection at most, and none between renewals far apart. On
+        // SQLite the renewer opens its own, with its own busy timeout.
+        let fleet = self.store.spec().reach() == StoreReach::Fleet;
+        let renewer_store = if fleet {
+            self.store.lend()
+        } else {
+            self.store.fresh()
+        };
         // On record with the slot: let it exec, with its fencing token.
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
@@ -257,7 +261,9 @@ impl Pass {
         self.child_started = Some(Instant::now());
         let watched = supervise::watch_exit(child.id(), self.sender.clone())
             .context("cannot watch the child")
-            .and_then(|()| self.start_renewer(Held::Lease(key.clone()), &label, taken));
+            .and_then(|()| {
+                self.start_renewer(Held::Lease(key.clone()), &label, taken, renewer_store)
+            });
         let renewer = match watched {
             Ok(r) => r,
             Err(e) => {
@@ -273,7 +279,10 @@ impl Pass {
             self.settings.on_lost,
             &label,
         );
-        let renewer_exit = renewer.stop();
+        let (renewer_exit, lent) = renewer.stop();
+        if let (true, Some(lease)) = (fleet, lent) {
+            self.store = lease.into_store();
+        }
         if let Some(e) = child.exec_failure(&self.settings.argv_text[0]) {
             say!("{}: {}", self.label(), e.message);
             self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
@@ -302,19 +311,22 @@ impl Pass {
         Ok(ended.exit_code())
     }
 
-    pub(super) fn start_renewer(&self, held: Held, label: &str, taken: Instant) -> Result<Renewer> {
+    /// Renew `held` on `store` until stopped; a lost lease or max hold
+    /// reaches the pass as an event.
+    pub(super) fn start_renewer(
+        &self,
+        held: Held,
+        label: &str,
+        taken: Instant,
+        store: StoreHandle,
+    ) -> Result<Renewer<StoreLease>> {
         let events = self.sender.clone();
         // Max hold bounds a running pass; a waiter is bounded by --wait.
         let max_hold = match held {
             Held::Lease(_) => self.settings.max_hold,
             Held::Waiter { .. } => Duration::MAX,
         };
-        let lease = StoreLease::new(
-            self.store.spec().clone(),
-            held,
-            self.settings.lease,
-            Arc::clone(&self.pin),
-        );
+        let lease = StoreLease::new(store, held, self.settings.lease, Arc::clone(&self.pin));
         let cfg = RenewerConfig {
             label: label.to_string(),
             interval: renew_interval(self.settings.lease),

@@ -62,10 +62,12 @@ impl Pass {
             job: self.settings.job.clone(),
             pass_id: self.req.pass_id.clone(),
         };
+        // Its own connection: the queue polls on the pass's meanwhile.
         let renewer = self.start_renewer(
             held,
             &format!("{} (queued pass {})", self.settings.job, self.req.pass_id),
             arrived,
+            self.store.fresh(),
         )?;
         let mut poll = Duration::from_millis(20);
         // The fallback poll: every release on a one-machine store wakes the
