@@ -160,10 +160,16 @@ fleet() {
   done
   local started=$((SECONDS - t0))
   # Sample while all run: the wrappers' memory, the server's connections.
-  local mem=0 peak=0 c m
+  local mem=0 pss=0 peak=0 c m p pids
   while [ $((SECONDS - t0)) -lt $((secs - 5)) ]; do
     m=$(ps -eo rss=,args= | awk -v b="$bin run" 'index($0, b) {s += $1} END {print s + 0}')
     [ "$m" -gt "$mem" ] && mem=$m
+    # Proportional set size: shared pages (the binary, libc) counted once
+    # across the wrappers, which the RSS sum counts in each.
+    pids=$(ps -eo pid=,args= | awk -v b="$bin run" 'index($0, b) {printf "/proc/%s/smaps_rollup ", $1}')
+    # shellcheck disable=SC2086 # one path per wrapper
+    p=$(cat $pids 2>/dev/null | awk '/^Pss:/ {s += $2} END {print s + 0}')
+    [ "$p" -gt "$pss" ] && pss=$p
     c=$(psql -qtA "$admin" -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'bench'" 2>/dev/null || echo 0)
     [ "$c" -gt "$peak" ] && peak=$c
     sleep 5
@@ -174,8 +180,8 @@ fleet() {
   renewfail=$(cat "$dir"/*.err | grep -c "renewal failed" || true)
   startfail=$(cat "$dir"/*.rc | grep -cvx 0 || true)
   ok=$(psql -qtA "$admin" -c "SELECT count(*) FROM history WHERE job LIKE 'f.$label.%' AND outcome = 'ok'")
-  printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s\n' "$label" "$n" "$lease" "$ok" "$startfail" \
-    "$lost" "$renewfail" "$((mem / 1024))" "$peak"
+  printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s %10s\n' "$label" "$n" "$lease" "$ok" "$startfail" \
+    "$lost" "$renewfail" "$((mem / 1024))" "$((pss / 1024))" "$peak"
   echo "  (all $n started within ${started}s; each ran ${secs}s)"
   if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ]; then
     echo "  first problem: $(cat "$dir"/*.err | grep -m1 -h "jobrun:" || true)"
@@ -193,7 +199,7 @@ fport=$(cat "$fleetdir/port")
 fadmin="postgres://postgres@127.0.0.1:$fport/bench"
 psql -q "postgres://postgres@127.0.0.1:$fport/postgres" -c "CREATE DATABASE bench" >/dev/null
 echo "server max_connections: $(psql -qtA "$fadmin" -c 'SHOW max_connections')"
-printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s\n' "via" "passes" "lease" "ran ok" "failed" "lost" "renew-err" "wrap MiB" "peak conns"
+printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s %10s\n' "via" "passes" "lease" "ran ok" "failed" "lost" "renew-err" "RSS MiB" "PSS MiB" "peak conns"
 fleet direct "$fadmin" 60s "$fadmin"
 bouncer=$(PGBOUNCER_POOL=20 scripts/pg-test-server bouncer "$fleetdir" | sed -n 's/^export JOBRUN_TEST_PGBOUNCER=//p')
 fleet pgbouncer "$bouncer/bench" 3s "$fadmin"
