@@ -167,8 +167,9 @@ fleet() {
     # Proportional set size: shared pages (the binary, libc) counted once
     # across the wrappers, which the RSS sum counts in each.
     pids=$(ps -eo pid=,args= | awk -v b="$bin run" 'index($0, b) {printf "/proc/%s/smaps_rollup ", $1}')
+    # A wrapper may end between the two reads: its file is gone, not an error.
     # shellcheck disable=SC2086 # one path per wrapper
-    p=$(cat $pids 2>/dev/null | awk '/^Pss:/ {s += $2} END {print s + 0}')
+    p=$({ [ -z "$pids" ] || cat $pids 2>/dev/null || true; } | awk '/^Pss:/ {s += $2} END {print s + 0}')
     [ "$p" -gt "$pss" ] && pss=$p
     c=$(psql -qtA "$admin" -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'bench'" 2>/dev/null || echo 0)
     [ "$c" -gt "$peak" ] && peak=$c
