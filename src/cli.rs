@@ -124,7 +124,7 @@ pub struct RunArgs {
     pub on_lost: OnLostArg,
 
     /// Exit code when the job is held or paused (like flock -E).
-    #[arg(short = 'E', long, env = "JOBRUN_CONFLICT_EXIT_CODE", default_value_t = 0,
+    #[arg(short = 'E', long, env = "JOBRUN_CONFLICT_EXIT_CODE", default_value_t = crate::exit::CONFLICT_DEFAULT,
           value_parser = clap::value_parser!(i32).range(0..=255), value_name = "CODE")]
     pub conflict_exit_code: i32,
 

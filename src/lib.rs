@@ -6,20 +6,20 @@
 //! module per subcommand; every failure of jobrun itself becomes one line on
 //! stderr and exit code 125.
 
-pub mod cli;
-pub mod clock;
-pub mod cmd;
-pub mod exit;
-pub mod lease;
-pub mod liveness;
+pub(crate) mod cli;
+pub(crate) mod clock;
+pub(crate) mod cmd;
+pub(crate) mod exit;
+pub(crate) mod lease;
+pub(crate) mod liveness;
 pub mod model;
-pub mod renewer;
-pub mod report;
-pub mod settings;
-pub mod spawn;
-pub mod store;
-pub mod supervise;
-pub mod trust;
+pub(crate) mod renewer;
+pub(crate) mod report;
+pub(crate) mod settings;
+pub(crate) mod spawn;
+pub(crate) mod store;
+pub(crate) mod supervise;
+pub(crate) mod trust;
 
 use clap::Parser;
 

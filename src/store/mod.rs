@@ -18,7 +18,7 @@ mod pgconn;
 mod pgtls;
 pub mod postgres;
 mod sql;
-pub use handle::{Held, StoreHandle, StoreLease, KEEP_AFTER_START};
+pub use handle::{Held, StoreHandle, StoreLease};
 pub use sql::ALL_JOBS;
 pub mod sqlite;
 

@@ -22,7 +22,6 @@ use crate::renewer::Renewal;
 /// A dead or unreachable server must fail a tick well inside one lease
 /// window (the shortest lease is 3 s, the renew interval 1 s).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 
 const SCHEMA_VERSION: i64 = 4;
 /// Version 2: lock files are named by pass id, never by a row; rows carry
@@ -390,8 +389,9 @@ fn clarify(e: StoreError, params: &ConnParams) -> StoreError {
     }
 }
 
-/// Statement timeout and lock timeout for the transaction just begun. Set
-/// per transaction (not per session), so a pooler in transaction mode that
+/// Statement timeout and lock timeout (2 s each) for the transaction just
+/// begun: a dead server or a held row fails a renewal tick well inside the
+/// window instead of hanging it. Set per transaction (not per session), so a pooler in transaction mode that
 /// hands each transaction another server connection keeps them.
 const BEGIN: &str = "BEGIN; SET LOCAL statement_timeout = 2000; SET LOCAL lock_timeout = 2000";
 
