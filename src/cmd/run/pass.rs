@@ -65,7 +65,8 @@ impl Pass {
         Ok(attempt.result)
     }
 
-    /// Promote this waiter if its turn has come, evicting what `plan` names.
+    /// Judge every holder of the job and plan what the rules free, with the
+    /// line to log if it is freed. Probes run here, outside transactions.
     pub(super) fn reconcile(&mut self) -> Result<Vec<Planned>> {
         let job = self.settings.job.clone();
         let leases = self.store.get()?.leases(std::slice::from_ref(&job))?;

@@ -25,6 +25,7 @@ const QUIET_POLL: Duration = Duration::from_secs(5);
 const LISTENING_POLL: Duration = Duration::from_secs(5);
 
 impl Pass {
+    /// Promote this waiter if its turn has come, evicting what `plan` names.
     pub(super) fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
         let attempt = self.store.get()?.promote(id, &self.req, &evict)?;
@@ -32,8 +33,7 @@ impl Pass {
         Ok(attempt.result)
     }
 
-    /// Judge every holder of the job and plan what the rules free, with the
-    /// line to log if it is freed. Probes run here, outside transactions.
+    /// `--wait`: queue FIFO for a slot.
     pub(super) fn queue(&mut self) -> Result<i32> {
         let wait = self.settings.wait.unwrap_or_default();
         if self.settings.coalesce {
