@@ -59,6 +59,24 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// identifier and the stamp the schema got at creation.
 const IDENTITY: &str = "(SELECT system_identifier::text FROM pg_control_system()) || '/' || stamp";
 
+/// The identity where the role may not read the cluster's identifier
+/// (pg_control_system() may be closed to a least-privilege role): the
+/// stamp alone still tells a re-created store apart.
+const STAMP_IDENTITY: &str = "'cluster/' || stamp";
+
+/// The rows a simple query returned, each column as text (`None` for NULL).
+fn text_rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// `s` as an SQL string literal. The escape-string form reads the same
 /// whatever the server's `standard_conforming_strings`.
 fn literal(s: &str) -> String {
@@ -260,21 +278,17 @@ impl PgStore {
         Self::open_opts(url, true, TOO_MANY_CLIENTS_BUDGET)
     }
 
-    /// Open a connection, retrying a full server ("too many clients") for
-    /// at most `budget`, with jittered, growing pauses.
-    pub fn open_within(url: &str, budget: Duration) -> Result<PgStore> {
-        Self::open_opts(url, true, budget)
-    }
-
-    /// As `open_within`; with `create` false, a database without jobrun's
-    /// schema is `StoreError::Missing` and is left as it is.
+    /// Connect, retrying a busy server for at most `budget` with jittered,
+    /// growing pauses, and check the schema: with `create`, a database
+    /// without jobrun's schema gets it; without, it is
+    /// `StoreError::Missing` and is left as it is.
     pub fn open_opts(url: &str, create: bool, budget: Duration) -> Result<PgStore> {
         let mut store = PgStore::connect(url, budget)?;
         store.backend.init(create)?;
         Ok(store)
     }
 
-    /// Only connect, retrying a full server for at most `budget`: for a
+    /// Only connect, retrying a busy server for at most `budget`: for a
     /// store whose schema this process has already checked.
     pub fn connect(url: &str, budget: Duration) -> Result<PgStore> {
         let shown = redact(url);
@@ -463,15 +477,7 @@ impl PgBackend {
         sql: &str,
     ) -> std::result::Result<Vec<Vec<Option<String>>>, postgres::Error> {
         match self.client.simple_query(&format!("{BEGIN}; {sql}; COMMIT")) {
-            Ok(messages) => Ok(messages
-                .iter()
-                .filter_map(|m| match m {
-                    SimpleQueryMessage::Row(r) => {
-                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                    }
-                    _ => None,
-                })
-                .collect()),
+            Ok(messages) => Ok(text_rows(&messages)),
             Err(e) => {
                 // The transaction is left aborted; end it.
                 let _ = self.client.batch_execute("ROLLBACK");
@@ -490,7 +496,7 @@ impl PgBackend {
     /// and one exchange.
     fn renew_in_one_trip(&mut self, held: &Held, lease: Duration, pinned: &str) -> Result<Renewal> {
         let identity = if pinned.starts_with("cluster/") {
-            "'cluster/' || stamp"
+            STAMP_IDENTITY
         } else {
             IDENTITY
         };
@@ -590,10 +596,10 @@ impl PgBackend {
                 return Err(fail(e));
             }
         };
-        let now_ms = begun.iter().find_map(|m| match m {
-            SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
-            _ => None,
-        });
+        let now_ms = text_rows(&begun)
+            .into_iter()
+            .find_map(|r| r.into_iter().next().flatten())
+            .and_then(|v| v.parse().ok());
         let mut conn = PgTx {
             client: &mut self.client,
             shown: &shown,
@@ -647,10 +653,10 @@ impl Backend for PgBackend {
     fn identity(&mut self) -> Result<Option<String>> {
         let rows = match self.simple(&format!("SELECT {IDENTITY} FROM jobrun_store LIMIT 1")) {
             Ok(rows) => rows,
-            // pg_control_system() may be closed to a least-privilege role;
-            // the schema's stamp alone still tells a re-created store apart.
             Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => self
-                .simple("SELECT 'cluster/' || stamp FROM jobrun_store LIMIT 1")
+                .simple(&format!(
+                    "SELECT {STAMP_IDENTITY} FROM jobrun_store LIMIT 1"
+                ))
                 .map_err(|e| self.fail(e))?,
             Err(e) => return Err(self.fail(e)),
         };

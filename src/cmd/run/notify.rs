@@ -39,8 +39,9 @@ pub fn listen(spec: &StoreSpec, job: &str, events: Sender<Event>) -> Option<List
     let StoreSpec::Postgres(url) = spec else {
         return None;
     };
-    // A full server is not waited for: the waiter polls instead.
-    let mut store = PgStore::open_within(url, Duration::ZERO).ok()?;
+    // A busy server is not waited for: the waiter polls instead. The pass
+    // checked the schema; listening needs only a connection.
+    let mut store = PgStore::connect(url, Duration::ZERO).ok()?;
     store.backend().listen_releases().ok()?;
     let stop = Arc::new(AtomicBool::new(false));
     let (flag, url, job) = (stop.clone(), url.clone(), job.to_string());
@@ -53,7 +54,7 @@ pub fn listen(spec: &StoreSpec, job: &str, events: Sender<Event>) -> Option<List
                     // Reconnect after a pause; a release meanwhile may have
                     // been missed, so look once more when listening again.
                     std::thread::sleep(Duration::from_secs(1));
-                    if let Ok(mut s) = PgStore::open_within(&url, Duration::ZERO) {
+                    if let Ok(mut s) = PgStore::connect(&url, Duration::ZERO) {
                         if s.backend().listen_releases().is_ok() {
                             store = Some(s);
                             let _ = events.send(Event::Wake);
