@@ -86,20 +86,39 @@ p=$(median_ms "$work/pg.json" 0)
 printf '%-34s %10s\n' "store" "median ms"
 printf '%-34s %10s\n' "SQLite" "$j" "PostgreSQL (loopback)" "$p"
 
+# start_pass DIR I COMMAND...: run one pass in the background, its stderr
+# in DIR/I.err and its exit code in DIR/I.rc. The code is written in both
+# branches of an `if`: under `set -e` a failing command on its own would end
+# the subshell before its code was written, and the failure go uncounted.
+start_pass() {
+  local dir=$1 i=$2
+  shift 2
+  ( if "$@" 2>"$dir/$i.err"; then echo 0; else echo $?; fi >"$dir/$i.rc" ) &
+}
+
+# tally DIR: failed starts (a non-zero or missing exit code), renewal
+# failures and lost leases of the passes started in DIR.
+tally() {
+  local dir=$1 passes codes
+  passes=$(find "$dir" -name '*.err' | wc -l)
+  codes=$(cat "$dir"/*.rc 2>/dev/null | grep -cx 0 || true)
+  echo "$((passes - codes))" \
+    "$(cat "$dir"/*.err | grep -c "renewal failed" || true)" \
+    "$(cat "$dir"/*.err | grep -c "lease lost" || true)"
+}
+
 echo
 echo "== concurrent renewing passes on one server (lease 3s, 20 s each, started 5 ms apart)"
 sustain() { # N: start N passes of distinct jobs, each renewing for 20 s
   local n=$1 dir=$work/sustain-$1 i
   mkdir -p "$dir"
   for i in $(seq 1 "$n"); do
-    ( "$bin" run --lease 3s "s$n.$i" -- sleep 20 2>"$dir/$i.err"; echo $? >"$dir/$i.rc" ) &
+    start_pass "$dir" "$i" "$bin" run --lease 3s "s$n.$i" -- sleep 20
     sleep 0.005
   done
   wait
   local failed lost ran startfail
-  failed=$(cat "$dir"/*.err | grep -c "renewal failed" || true)
-  lost=$(cat "$dir"/*.err | grep -c "lease lost" || true)
-  startfail=$(cat "$dir"/*.rc | grep -cvx 0 || true)
+  read -r startfail failed lost < <(tally "$dir")
   ran=$(psql -qtA "$JOBRUN_DB" -c "SELECT count(*) FROM history WHERE job LIKE 's$n.%' AND outcome = 'ok'")
   printf '%-10s %8s %14s %16s %12s\n' "$n" "$ran" "$startfail" "$failed" "$lost"
   if [ "$startfail" -gt 0 ]; then
@@ -153,9 +172,8 @@ fleet() {
   local t0=$SECONDS
   for i in $(seq 1 "$n"); do
     host=host$((i % hosts))
-    ( JOBRUN_DB=$url JOBRUN_HOST=$host JOBRUN_BOOT_ID=boot-$host \
-        "$bin" run --lease "$lease" "f.$label.$i" -- sleep "$secs" 2>"$dir/$i.err"
-      echo $? >"$dir/$i.rc" ) &
+    start_pass "$dir" "$i" env JOBRUN_DB="$url" JOBRUN_HOST="$host" JOBRUN_BOOT_ID="boot-$host" \
+      "$bin" run --lease "$lease" "f.$label.$i" -- sleep "$secs"
     sleep 0.01
   done
   local started=$((SECONDS - t0))
@@ -177,9 +195,7 @@ fleet() {
   done
   wait
   local lost startfail renewfail ok
-  lost=$(cat "$dir"/*.err | grep -c "lease lost" || true)
-  renewfail=$(cat "$dir"/*.err | grep -c "renewal failed" || true)
-  startfail=$(cat "$dir"/*.rc | grep -cvx 0 || true)
+  read -r startfail renewfail lost < <(tally "$dir")
   ok=$(psql -qtA "$admin" -c "SELECT count(*) FROM history WHERE job LIKE 'f.$label.%' AND outcome = 'ok'")
   printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s %10s\n' "$label" "$n" "$lease" "$ok" "$startfail" \
     "$lost" "$renewfail" "$((mem / 1024))" "$((pss / 1024))" "$peak"
