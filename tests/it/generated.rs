@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::BIN;
+use crate::support::{text, BIN};
 
 #[test]
 fn man_pages_and_completions_are_current() {
@@ -17,11 +17,7 @@ fn man_pages_and_completions_are_current() {
         .arg(&comp)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut compared = 0;
     for (dir, committed) in [(&man, root.join("man")), (&comp, root.join("completions"))] {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::{Liveness, Outcome};
 
-use crate::support::{alive, both_stores, kill, script, wait_until, TestEnv};
+use crate::support::{alive, both_stores, kill, script, text, wait_until, TestEnv};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -39,11 +39,7 @@ echo "end $i $(date +%s%3N) $JOBRUN_SLOT" >> log"#,
 fn create_store(env: &TestEnv) {
     // Only run and pause create a store.
     let out = env.run(&["run", "store.created", "--", "true"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 fn release(env: &TestEnv, i: &str) {

@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::support::{script, TestEnv};
+use crate::support::{script, text, TestEnv};
 
 fn mode_of(p: &std::path::Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -19,11 +19,7 @@ fn store_files_are_private_by_default() {
         .env("JOBRUN_DB", &db)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(mode_of(&db), 0o600);
     assert_eq!(mode_of(&env.path("new/dir")), 0o700);
 }

@@ -77,6 +77,16 @@ fn release(env: &TestEnv, holder: u32) {
     );
 }
 
+/// Release the holder, then how many wake-ups each waiter has not read.
+fn woken_by_release(env: &TestEnv, holder: u32, waiters: &[(u32, String)]) -> Vec<usize> {
+    release(env, holder);
+    let dir = wake_dir(env);
+    waiters
+        .iter()
+        .map(|(_, pass)| unread(&dir.join(format!("{pass}.wake"))))
+        .collect()
+}
+
 fn drain(env: &TestEnv, waiters: &[(u32, String)]) {
     for (pid, _) in waiters {
         kill(*pid as i32, libc::SIGCONT);
@@ -96,12 +106,7 @@ fn a_release_wakes_only_the_head(env: &TestEnv) {
     for (pid, _) in &waiters {
         kill(*pid as i32, libc::SIGSTOP);
     }
-    release(env, h);
-    let dir = wake_dir(env);
-    let woken: Vec<usize> = waiters
-        .iter()
-        .map(|(_, pass)| unread(&dir.join(format!("{pass}.wake"))))
-        .collect();
+    let woken = woken_by_release(env, h, &waiters);
     assert!(woken[0] >= 1, "the head was not woken: {woken:?}");
     assert_eq!(&woken[1..], &[0, 0, 0], "waiters behind were woken");
     drain(env, &waiters);
@@ -119,17 +124,12 @@ fn a_ghost_at_the_head_is_passed_over(env: &TestEnv) {
     }
     kill(ghost as i32, libc::SIGKILL);
     assert_eq!(env.wait_exit(ghost, Duration::from_secs(10)), Some(137));
-    release(env, h);
-    let dir = wake_dir(env);
-    let woken: Vec<usize> = waiters
-        .iter()
-        .map(|(_, pass)| unread(&dir.join(format!("{pass}.wake"))))
-        .collect();
+    let woken = woken_by_release(env, h, &waiters);
     assert_eq!(woken, [1, 0], "not the next live waiter: {woken:?}");
     drain(env, &waiters);
     assert!(env.path("w1.ran").exists() && env.path("w2.ran").exists());
     // The ghost's wake FIFO went with its queue row.
-    assert!(!dir.join(format!("{ghost_pass}.wake")).exists());
+    assert!(!wake_dir(env).join(format!("{ghost_pass}.wake")).exists());
 }
 
 both_stores!(

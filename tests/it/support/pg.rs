@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use super::text;
+
 /// A PostgreSQL server of this test's own, so it can be stopped and started
 /// without disturbing the other tests. Stopped and removed on drop.
 pub struct OwnServer {
@@ -37,11 +39,7 @@ impl OwnServer {
             .envs(vars.iter().copied())
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout);
         let value = |key: &str| {
             text.lines()
