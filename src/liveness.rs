@@ -765,11 +765,7 @@ pub fn remove_stale_lock(lock_dir: &Path, pass_id: &str) {
     }
     // SAFETY: flock on an fd we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        let _ = nix::unistd::unlinkat(
-            Some(dir.as_raw_fd()),
-            name.as_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
+        let _ = nix::unistd::unlinkat(&dir, name.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
     }
 }
 
@@ -890,7 +886,7 @@ impl Drop for HolderLock {
         // Unlink only the entry that is still our file.
         let ours = self.file.metadata().ok().map(|m| (m.dev(), m.ino()));
         let there = nix::sys::stat::fstatat(
-            Some(self.dir.as_raw_fd()),
+            &self.dir,
             self.name.as_str(),
             nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
@@ -898,7 +894,7 @@ impl Drop for HolderLock {
         .map(|s| (s.st_dev, s.st_ino));
         if ours.is_some() && ours == there {
             let _ = nix::unistd::unlinkat(
-                Some(self.dir.as_raw_fd()),
+                &self.dir,
                 self.name.as_str(),
                 nix::unistd::UnlinkatFlags::NoRemoveDir,
             );

@@ -217,7 +217,6 @@ fn writable(path: &Path) -> bool {
 /// its place) and then given its mode through its own descriptor, past the
 /// umask.
 fn create_dir(dir: &Path, mode: u32) -> std::result::Result<(), String> {
-    use std::os::fd::AsRawFd;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::DirBuilder::new()
             .recursive(true)
@@ -237,7 +236,7 @@ fn create_dir(dir: &Path, mode: u32) -> std::result::Result<(), String> {
         .open(dir)
         .map_err(|e| format!("cannot open directory {}: {e}", dir.display()))?;
     nix::sys::stat::fchmod(
-        made.as_raw_fd(),
+        &made,
         nix::sys::stat::Mode::from_bits_truncate(mode as libc::mode_t),
     )
     .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))

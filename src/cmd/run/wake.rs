@@ -24,7 +24,6 @@
 //! warning line and prompt wake-ups, never a pass or a wait.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 
@@ -164,10 +163,7 @@ fn listen(spec: &StoreSpec, path: &Path) -> Result<(File, File), String> {
     let read = open_fifo(path, libc::O_RDONLY).map_err(|e| trust::open_failure(path, &e))?;
     let keep = open_fifo(path, libc::O_WRONLY).map_err(|e| trust::open_failure(path, &e))?;
     // Past the umask: a group-shared store's releasers write to it.
-    let _ = fchmod(
-        read.as_raw_fd(),
-        Mode::from_bits_truncate(mode as libc::mode_t),
-    );
+    let _ = fchmod(&read, Mode::from_bits_truncate(mode as libc::mode_t));
     Ok((read, keep))
 }
 
