@@ -13,6 +13,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// wall clock only, never the boot clock.
 pub const SKEW_ENV: &str = "JOBRUN_CLOCK_SKEW";
 
+/// The longest any other duration may be (`--max-hold`, `--wait`,
+/// `--kill-after`, stop-due's `--wait` and `--kill-after`): 100 years, far
+/// inside what the store's millisecond integers and the clocks hold.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+
 /// The largest skew accepted (100 years).
 const MAX_SKEW_MS: i64 = 100 * 31_557_600_000;
 
@@ -83,7 +88,7 @@ pub fn boot_ms() -> i64 {
 pub fn deadline_after(d: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(d)
-        .or_else(|| now.checked_add(crate::settings::MAX_DURATION))
+        .or_else(|| now.checked_add(MAX_DURATION))
         .unwrap_or(now)
 }
 

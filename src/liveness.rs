@@ -15,9 +15,10 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::lease::{Holder, Proc};
+use crate::policy::lease::{Holder, Proc};
+use crate::policy::Liveness;
 
 /// Who and where this process is, as far as evidence goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,24 +173,6 @@ pub fn group(pgid: i32) -> Group {
     match scan {
         Some((_, true)) => Group::Empty,
         _ => Group::Hidden,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Liveness {
-    Alive,
-    Dead,
-    Unknown,
-}
-
-impl Liveness {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Liveness::Alive => "alive",
-            Liveness::Dead => "dead",
-            Liveness::Unknown => "unknown",
-        }
     }
 }
 

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::lease::{Outcome, PassRecord};
-pub use crate::liveness::Liveness;
+pub use crate::policy::outcome::{Outcome, PassRecord};
+pub use crate::policy::Liveness;
 
 /// A document as `--json` prints it: pretty, keys sorted at every level.
 pub fn to_json<T: Serialize>(doc: &T) -> serde_json::Result<String> {

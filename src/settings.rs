@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use crate::cli::RunArgs;
-use crate::lease::MIN_LEASE;
+use crate::policy::lease::MIN_LEASE;
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
 
@@ -21,10 +21,7 @@ pub const MAX_NAME_LEN: usize = 200;
 /// The longest `--lease`: a lease is renewed every third of it, so a longer
 /// one only delays noticing a lost holder.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 86_400);
-/// The longest any other duration may be (`--max-hold`, `--wait`,
-/// `--kill-after`, stop-due's `--wait` and `--kill-after`): 100 years, far
-/// inside what the store's millisecond integers and the clocks hold.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+pub use crate::clock::MAX_DURATION;
 
 /// Parse a humantime duration of at most `MAX_DURATION`, failing with an
 /// example of a valid one.

@@ -22,8 +22,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use crate::exit;
-use crate::lease::Proc;
 use crate::liveness::start_time;
+use crate::policy::lease::Proc;
 use crate::supervise::FORWARDED;
 
 /// Room for an i64 in decimal, and for a u32.

@@ -9,8 +9,8 @@ use anyhow::Result;
 
 use crate::cli::HistoryArgs;
 use crate::exit;
-use crate::lease::{Outcome, PassRecord};
 use crate::model::{self, HistoryReport, Summary};
+use crate::policy::outcome::{Outcome, PassRecord};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
 use crate::settings::{self, job_name};

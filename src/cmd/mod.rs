@@ -10,8 +10,8 @@ pub mod run;
 pub mod status;
 pub mod stop_due;
 
-use crate::lease::LeaseRow;
 use crate::liveness::{Evidence, Identity, Verdict};
+use crate::policy::lease::LeaseRow;
 use crate::report::escape;
 use crate::store::StoreSpec;
 
@@ -40,7 +40,7 @@ pub fn holder_name(l: &LeaseRow) -> String {
 
 /// A queue row with its verdict, as every command shows it:
 /// `queued pass ID of host:pid (verdict)`.
-pub fn queued_pass(w: &crate::lease::WaiterRow, v: &Verdict) -> String {
+pub fn queued_pass(w: &crate::policy::lease::WaiterRow, v: &Verdict) -> String {
     format!(
         "queued pass {} of {}:{} ({})",
         escape(&w.pass_id),

@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use crate::cli::{PauseArgs, ResumeArgs};
 use crate::exit;
-use crate::lease::Pause;
+use crate::policy::pause::Pause;
 use crate::report::escape;
 use crate::say;
 use crate::settings::PauseSettings;

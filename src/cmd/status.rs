@@ -6,12 +6,14 @@ use anyhow::Result;
 use crate::cli::StatusArgs;
 use crate::cmd::{evidence, judged};
 use crate::exit;
-use crate::lease::{LeaseRow, Pause, WaiterRow};
-use crate::liveness::{Evidence, Liveness, Sight, Verdict};
+use crate::liveness::{Evidence, Sight, Verdict};
 use crate::model::{
     self, JobStatus, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus, State,
     StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
 };
+use crate::policy::lease::{LeaseRow, WaiterRow};
+use crate::policy::pause::Pause;
+use crate::policy::Liveness;
 use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::say;
 use crate::settings::job_names;

@@ -11,10 +11,10 @@ use anyhow::Result;
 use crate::cli::StopArgs;
 use crate::cmd::{evidence, holder_name};
 use crate::exit;
-use crate::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
 use crate::liveness::{
     signal_group_verified, signal_verified, stat, Evidence, Members, NotSignalled, Sight, Verified,
 };
+use crate::policy::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
 use crate::report::escape;
 use crate::say;
 use crate::settings::StopSettings;

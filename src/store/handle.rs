@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::lease::LeaseKey;
 use crate::liveness::StoreReach;
+use crate::policy::lease::LeaseKey;
 use crate::renewer::{Renewable, Renewal};
 
 use super::{Result, Store, StoreError, StorePin, StoreSpec};
@@ -162,7 +162,7 @@ impl StoreLease {
         lease: Duration,
         pin: Arc<StorePin>,
     ) -> StoreLease {
-        let interval = crate::lease::renew_interval(lease);
+        let interval = crate::policy::lease::renew_interval(lease);
         let per_renewal =
             store.spec.reach() == StoreReach::Fleet && interval >= CONNECT_PER_RENEWAL;
         if per_renewal {

@@ -9,8 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::lease::{Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, WaiterRow};
 use crate::liveness::StoreReach;
+use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterRow};
+use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::pause::Pause;
 use crate::renewer::Renewal;
 
 mod handle;

@@ -14,9 +14,9 @@ use super::{
     Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, PauseInfo,
     Result, Store, StorePin,
 };
-use crate::lease::{
-    EvictIf, Eviction, Holder, LeaseKey, LeaseRow, Outcome, PassRecord, Pause, Proc, WaiterRow,
-};
+use crate::policy::lease::{EvictIf, Eviction, Holder, LeaseKey, LeaseRow, Proc, WaiterRow};
+use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::pause::Pause;
 use crate::renewer::Renewal;
 
 /// A value crossing the SQL boundary. Both schemas use only 64-bit integers

@@ -22,8 +22,8 @@ use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
 use crate::cmd::evidence;
-use crate::lease::{Eviction, Holder};
 use crate::liveness::{remove_stale_lock, this_process, Evidence, HolderLock};
+use crate::policy::lease::{Eviction, Holder};
 use crate::report::{escape, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;

@@ -10,10 +10,10 @@ use super::{paused_line, report_evictions, wake, Pass, Planned};
 use crate::clock::now_ms;
 use crate::cmd::{holder_name, judged};
 use crate::exit;
-use crate::lease::{
-    decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey, Outcome, PassRecord,
-};
-use crate::liveness::{Liveness, StoreReach};
+use crate::liveness::StoreReach;
+use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
+use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::Liveness;
 use crate::renewer::{Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;

@@ -1,0 +1,33 @@
+//! The pure core: every rule jobrun keeps, decided once, with no I/O.
+//!
+//! Stores keep rows and commands gather evidence; both ask here what the
+//! rows mean: whether a lease lapsed or was forfeited (and on which clock),
+//! which holder may be freed, how many slots a job has, whether a pause
+//! stands, which queued pass a newcomer joins, how a pass ended. Each rule
+//! has exactly one deciding function and a table-driven test.
+
+pub mod lease;
+pub mod outcome;
+pub mod pause;
+
+use serde::{Deserialize, Serialize};
+
+/// What the evidence says of a holder: tri-state. `Unknown` never frees a
+/// slot by itself; absence of evidence is not evidence of death.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Liveness {
+    Alive,
+    Dead,
+    Unknown,
+}
+
+impl Liveness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Alive => "alive",
+            Liveness::Dead => "dead",
+            Liveness::Unknown => "unknown",
+        }
+    }
+}

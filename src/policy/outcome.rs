@@ -1,0 +1,114 @@
+//! How a pass ended: the outcomes history records, and what each means for
+//! the summaries and the status line.
+
+use serde::{Deserialize, Serialize};
+
+/// How a pass ended, as recorded in history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Ok,
+    Failed,
+    Skipped,
+    LostLease,
+    SpawnFailed,
+    Killed,
+    Stopped,
+    Coalesced,
+    TimedOut,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Ok,
+        Outcome::Failed,
+        Outcome::Skipped,
+        Outcome::LostLease,
+        Outcome::SpawnFailed,
+        Outcome::Killed,
+        Outcome::Stopped,
+        Outcome::Coalesced,
+        Outcome::TimedOut,
+    ];
+
+    /// The pass ran its command (whatever became of it): its duration is
+    /// how long a pass of the job takes, and counts in the summary.
+    pub fn ran_command(self) -> bool {
+        matches!(
+            self,
+            Outcome::Ok | Outcome::Failed | Outcome::LostLease | Outcome::Killed | Outcome::Stopped
+        )
+    }
+
+    /// The pass took a slot, whether or not its command could start: the
+    /// job's last outcome as status shows it.
+    pub fn took_slot(self) -> bool {
+        self.ran_command() || self == Outcome::SpawnFailed
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+            Outcome::LostLease => "lost-lease",
+            Outcome::SpawnFailed => "spawn-failed",
+            Outcome::Killed => "killed",
+            Outcome::Stopped => "stopped",
+            Outcome::Coalesced => "coalesced",
+            Outcome::TimedOut => "timed-out",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Some(match s {
+            "ok" => Outcome::Ok,
+            "failed" => Outcome::Failed,
+            "skipped" => Outcome::Skipped,
+            "lost-lease" => Outcome::LostLease,
+            "spawn-failed" => Outcome::SpawnFailed,
+            "killed" => Outcome::Killed,
+            "stopped" => Outcome::Stopped,
+            "coalesced" => Outcome::Coalesced,
+            "timed-out" => Outcome::TimedOut,
+            _ => return None,
+        })
+    }
+}
+
+/// One pass as history keeps it, and as `history --json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassRecord {
+    pub job: String,
+    pub pass_id: String,
+    /// The fencing token, when the pass took a slot.
+    pub token: Option<i64>,
+    pub slot: Option<u32>,
+    pub host: String,
+    pub pid: i32,
+    /// When the pass began (the wrapper started).
+    pub started_at_ms: i64,
+    pub ended_at_ms: i64,
+    /// How long the command ran: from its release to exec to its end; 0
+    /// when it never ran.
+    pub duration_ms: i64,
+    /// How long the pass waited before its command started (taking the
+    /// slot, queueing); the whole pass when the command never ran. `None`
+    /// for passes recorded before jobrun kept it.
+    pub waited_ms: Option<i64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub outcome: Outcome,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_round_trip() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::parse(o.as_str()), Some(o));
+        }
+    }
+}
