@@ -26,8 +26,25 @@ pub const SIGNAL_BASE: i32 = 128;
 pub fn from_child(code: Option<i32>, signal: Option<i32>) -> i32 {
     match (code, signal) {
         (Some(c), _) => c,
-        (None, Some(s)) => SIGNAL_BASE + s,
+        (None, Some(s)) => of_signal(s),
         (None, None) => JOBRUN_FAILED,
+    }
+}
+
+/// Exit code of a pass ended by signal `sig`: 128+N, as a shell reports a
+/// command killed by it.
+pub const fn of_signal(sig: i32) -> i32 {
+    SIGNAL_BASE + sig
+}
+
+/// Exit code of a command that could not be executed, from exec's errno:
+/// not found (ENOENT, ENOTDIR) is 127, anything else 126. A `const fn` of
+/// integers: the forked child calls it between fork and exec.
+pub const fn of_exec_errno(errno: i32) -> i32 {
+    if errno == libc::ENOENT || errno == libc::ENOTDIR {
+        NOT_FOUND
+    } else {
+        CANNOT_EXECUTE
     }
 }
 
@@ -40,5 +57,14 @@ mod tests {
         assert_eq!(from_child(None, Some(15)), 143);
         assert_eq!(from_child(None, Some(9)), 137);
         assert_eq!(from_child(Some(3), None), 3);
+        assert_eq!(of_signal(libc::SIGHUP), 129);
+    }
+
+    #[test]
+    fn exec_failures_are_126_or_127() {
+        assert_eq!(of_exec_errno(libc::ENOENT), 127);
+        assert_eq!(of_exec_errno(libc::ENOTDIR), 127);
+        assert_eq!(of_exec_errno(libc::EACCES), 126);
+        assert_eq!(of_exec_errno(libc::ENOEXEC), 126);
     }
 }

@@ -238,12 +238,7 @@ impl HeldChild {
                 }
                 let bytes = errno.to_le_bytes();
                 libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
-                let code = if errno == libc::ENOENT || errno == libc::ENOTDIR {
-                    exit::NOT_FOUND
-                } else {
-                    exit::CANNOT_EXECUTE
-                };
-                libc::_exit(code);
+                libc::_exit(exit::of_exec_errno(errno));
             }
         }
         let forked = io::Error::last_os_error();
@@ -356,11 +351,11 @@ impl RunningChild {
             return None;
         }
         let e = io::Error::from_raw_os_error(i32::from_le_bytes(errno));
-        let (code, what) = match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
-                (exit::NOT_FOUND, "command not found".to_string())
-            }
-            _ => (exit::CANNOT_EXECUTE, format!("cannot execute: {e}")),
+        let code = exit::of_exec_errno(e.raw_os_error().unwrap_or(0));
+        let what = if code == exit::NOT_FOUND {
+            "command not found".to_string()
+        } else {
+            format!("cannot execute: {e}")
         };
         Some(SpawnError {
             code,

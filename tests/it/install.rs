@@ -357,7 +357,11 @@ fn variables_in_source() -> BTreeSet<String> {
                     .chars()
                     .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
                     .collect();
-                if body[i + 1 + name.len()..].starts_with('"') && name.len() > 7 {
+                // JOBRUN_TEST_*: the test suite's servers, not the binary's.
+                if body[i + 1 + name.len()..].starts_with('"')
+                    && name.len() > 7
+                    && !name.starts_with("JOBRUN_TEST_")
+                {
                     vars.insert(name);
                 }
             }

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 
 use crate::liveness::valid_pass_id;
+use crate::policy::slots::Occupancy;
 use crate::say;
 use crate::store::{StoreHandle, StoreSpec};
 use crate::supervise::Event;
@@ -219,13 +220,14 @@ pub fn wake_next(handle: &mut StoreHandle, job: &str) {
     let Ok(leases) = store.leases(&jobs) else {
         return;
     };
-    let slots = leases
-        .iter()
-        .map(|l| l.slots)
-        .chain(waiters.iter().map(|w| w.slots))
-        .min()
-        .unwrap_or(1) as usize;
-    let free = slots.saturating_sub(leases.len());
+    // The same count as promotion (`Occupancy`): the smallest `--slots`
+    // binds, never below one.
+    let free = Occupancy::of(
+        leases.iter().map(|l| (l.slot, l.slots)),
+        waiters.iter().map(|w| (w.id, w.slots)),
+        None,
+    )
+    .free();
     if free == 0 {
         return;
     }
