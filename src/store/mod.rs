@@ -18,7 +18,11 @@ use crate::renewer::Renewal;
 #[cfg(test)]
 mod contract;
 mod handle;
+mod pgconfig;
 mod pgconn;
+mod pgerr;
+mod pgnotify;
+mod pgpass;
 mod pgtls;
 pub mod postgres;
 mod rows;
@@ -91,7 +95,7 @@ impl StoreSpec {
     pub fn parse(s: &str, mode: u32) -> StoreSpec {
         if s.starts_with("postgres://")
             || s.starts_with("postgresql://")
-            || postgres::looks_like_keyword_string(s)
+            || pgconn::looks_like_keyword_string(s)
         {
             StoreSpec::Postgres(s.to_string())
         } else {
@@ -177,7 +181,7 @@ impl StoreSpec {
     pub fn display(&self) -> String {
         match self {
             StoreSpec::Sqlite(p, _) => p.display().to_string(),
-            StoreSpec::Postgres(url) => postgres::redact(url),
+            StoreSpec::Postgres(url) => pgconn::redact(url),
         }
     }
 }

@@ -6,15 +6,14 @@
 //! (`SELECT ... FOR UPDATE`), and a dead server cannot hang a caller: every
 //! connection has a connect timeout and a statement timeout.
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Client, NoTls, SimpleQueryMessage};
 
-use super::pgconn::ConnParams;
-
+use super::pgconn::{redact, resolve, scrub, url_secrets};
+use super::pgerr::{busy_server, map_err, refused, scrub_all};
 use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
 use super::{Result, StoreError};
@@ -49,170 +48,11 @@ fn text_rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
         .collect()
 }
 
-/// Query parameters of a connection URL that hold a secret.
-const SECRET_PARAMS: &[&str] = &["password", "sslpassword"];
-
-use super::pgconn::percent_decoded;
-
-/// The connection as messages show it: a URL naming the server, user and
-/// database (with what `PG*` variables add), never a password.
-pub fn redact(url: &str) -> String {
-    match ConnParams::parse(url) {
-        Ok(p) => p.with_env(&|k| std::env::var(k).ok()).shown(),
-        Err(_) if url.contains("://") => redact_url(url),
-        Err(_) => "(a key=value connection string, not shown: it may hold a password)".into(),
-    }
-}
-
-/// A URL that does not parse, without its password wherever it sits
-/// (user info `user:pw@`, or a `password=`/`sslpassword=` query parameter
-/// in any case).
-fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (base, query) = match rest.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (rest, None),
-    };
-    // The host part starts after the last '@' (a password may hold '@').
-    let base = match base.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => base.to_string(),
-        },
-        None => base.to_string(),
-    };
-    let Some(query) = query else {
-        return format!("{scheme}://{base}");
-    };
-    let params: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _))
-                if SECRET_PARAMS
-                    .iter()
-                    .any(|s| percent_decoded(k).trim().eq_ignore_ascii_case(s)) =>
-            {
-                format!("{k}=***")
-            }
-            _ => kv.to_string(),
-        })
-        .collect();
-    format!("{scheme}://{base}?{}", params.join("&"))
-}
-
-/// The secrets in a connection URL (its password wherever it sits), raw
-/// and decoded, so that a message quoting one can have it removed.
-fn secrets(url: &str) -> Vec<String> {
-    let mut out = vec![];
-    let Some((_, rest)) = url.split_once("://") else {
-        return out;
-    };
-    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if let Some((userinfo, _)) = base.rsplit_once('@') {
-        if let Some((_, pw)) = userinfo.split_once(':') {
-            out.push(pw.to_string());
-            out.push(percent_decoded(pw));
-        }
-    }
-    for kv in query.split('&') {
-        if let Some((k, v)) = kv.split_once('=') {
-            if SECRET_PARAMS
-                .iter()
-                .any(|s| percent_decoded(k).trim().eq_ignore_ascii_case(s))
-            {
-                out.push(v.to_string());
-                out.push(percent_decoded(v));
-            }
-        }
-    }
-    // Neither the client nor the server quotes a password; this is a
-    // second guard, and a secret of a few characters would turn every
-    // occurrence of them in a message into `***`.
-    out.retain(|s| s.chars().count() >= 4);
-    out
-}
-
-/// A message with every secret of `url` in it replaced by `***`.
-fn scrub(msg: &str, url: &str) -> String {
-    secrets(url)
-        .iter()
-        .fold(msg.to_string(), |m, s| m.replace(s.as_str(), "***"))
-}
-
-/// Connection keywords of libpq's `key=value` strings: a `--db` made of
-/// them is such a string, never a file path.
-const LIBPQ_KEYWORDS: &[&str] = &[
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "password",
-    "passfile",
-    "channel_binding",
-    "connect_timeout",
-    "client_encoding",
-    "options",
-    "application_name",
-    "fallback_application_name",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_count",
-    "tcp_user_timeout",
-    "replication",
-    "gssencmode",
-    "sslmode",
-    "requiressl",
-    "sslcompression",
-    "sslcert",
-    "sslkey",
-    "sslpassword",
-    "sslcertmode",
-    "sslrootcert",
-    "sslcrl",
-    "sslcrldir",
-    "sslsni",
-    "requirepeer",
-    "ssl_min_protocol_version",
-    "ssl_max_protocol_version",
-    "krbsrvname",
-    "gsslib",
-    "gssdelegation",
-    "service",
-    "target_session_attrs",
-    "load_balance_hosts",
-    "require_auth",
-];
-
-/// Whether `db` looks like a libpq `key=value` connection string
-/// (`host=db1 user=jobrun password=...`): it starts with `keyword=`, or it
-/// names no directory and one of its words is `keyword=...`.
-pub fn looks_like_keyword_string(db: &str) -> bool {
-    let is_pair = |word: &str| {
-        word.split_once('=').is_some_and(|(k, _)| {
-            LIBPQ_KEYWORDS
-                .iter()
-                .any(|kw| k.trim().eq_ignore_ascii_case(kw))
-        })
-    };
-    let first = db.split_whitespace().next().unwrap_or("");
-    // "host = db1" spells the same pair with spaces around '='.
-    let spaced = db
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .any(|w| w[1].starts_with('=') && is_pair(&format!("{}=", w[0])));
-    is_pair(first) || (!db.contains('/') && (db.split_whitespace().any(is_pair) || spaced))
-}
-
 pub struct PgBackend {
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
-    client: Client,
-    shown: String,
+    pub(super) client: Client,
+    pub(super) shown: String,
     /// Secrets of the connection (wherever they came from), scrubbed from
     /// every message.
     secrets: Vec<String>,
@@ -225,21 +65,6 @@ pub type PgStore = SqlStore<PgBackend>;
 /// fails: a fleet starting many passes at once rides out a full server
 /// instead of failing them all.
 pub const TOO_MANY_CLIENTS_BUDGET: Duration = Duration::from_secs(10);
-
-/// A connection's settings, resolved the way libpq resolves them: the
-/// string, then `PG*` variables, then `.pgpass` for a missing password.
-pub fn resolve(url: &str) -> std::result::Result<ConnParams, String> {
-    let mut params = ConnParams::parse(url)?.with_env(&|k| std::env::var(k).ok());
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    // Once per process: a renewer reconnecting each tick says it once.
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    params.resolve_password(home.as_deref(), &mut |line| {
-        if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            crate::say!("{line}");
-        }
-    });
-    Ok(params)
-}
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
@@ -264,8 +89,8 @@ impl PgStore {
         let params = resolve(url).map_err(&bad)?;
         let shown = params.shown();
         let mut secrets = params.secrets();
-        secrets.extend(self::secrets(url));
-        let mut config = params.config().map_err(&bad)?;
+        secrets.extend(url_secrets(url));
+        let mut config = super::pgconfig::config(&params).map_err(&bad)?;
         let tls = super::pgtls::connector(&params).map_err(&bad)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
@@ -289,7 +114,7 @@ impl PgStore {
                 Ok(c) => break c,
                 Err(e) => {
                     let busy = busy_server(&e);
-                    let err = clarify(scrub_all(map_err(&shown, e), &secrets), &params);
+                    let err = refused(&shown, e, &secrets, &params);
                     let left = budget.saturating_sub(started.elapsed());
                     if !busy || left.is_zero() {
                         return Err(err);
@@ -310,18 +135,6 @@ impl PgStore {
     }
 }
 
-/// A server too busy to take a connection now: full ("too many clients"),
-/// or not answering within the connect timeout (a pooler whose listen
-/// queue overflows under a fleet's start). Worth another try within the
-/// budget; anything else (refused, bad password, no such database) fails at
-/// once.
-fn busy_server(e: &postgres::Error) -> bool {
-    e.code() == Some(&SqlState::TOO_MANY_CONNECTIONS)
-        || e.source()
-            .and_then(|s| s.downcast_ref::<std::io::Error>())
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-}
-
 /// `base` scaled by a random factor in [0.5, 1.5): passes that met a full
 /// server together do not come back together.
 fn jittered(base: Duration) -> Duration {
@@ -330,46 +143,6 @@ fn jittered(base: Duration) -> Duration {
     unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
     let r = u16::from_le_bytes(b) as u32;
     base / 2 + base * r / 65_536
-}
-
-/// A TLS failure said in the user's terms: which `sslmode` check failed.
-fn clarify(e: StoreError, params: &ConnParams) -> StoreError {
-    let hint = |d: &str| -> Option<String> {
-        let mode = params.get("sslmode").unwrap_or("prefer");
-        let root = params.get("sslrootcert").unwrap_or("the system CA bundle");
-        if d.contains("server does not support TLS") {
-            Some(format!(
-                "the server does not offer TLS, and sslmode={mode} requires it"
-            ))
-        } else if d.contains("UnknownIssuer") || d.contains("BadSignature") {
-            Some(format!(
-                "TLS: the server's certificate is not signed by a CA in {root} (sslmode={mode})"
-            ))
-        } else if d.contains("NotValidForName") || d.contains("not valid for name") {
-            Some(format!(
-                "TLS: the server's certificate is not valid for host {} (sslmode={mode}): {d}",
-                params.hosts().join(",")
-            ))
-        } else if d.contains("password missing") {
-            Some(
-                "the server asks for a password and none was given (in the connection string, \
-                 PGPASSWORD, or the password file PGPASSFILE or ~/.pgpass)"
-                    .into(),
-            )
-        } else if d.contains("Expired") {
-            Some(format!("TLS: the server's certificate has expired: {d}"))
-        } else {
-            None
-        }
-    };
-    match e {
-        StoreError::Unreachable(s, d) => match hint(&d) {
-            Some(h) => StoreError::Other(s, h),
-            None => StoreError::Unreachable(s, d),
-        },
-        StoreError::Other(s, d) => StoreError::Other(s.clone(), hint(&d).unwrap_or(d)),
-        e => e,
-    }
 }
 
 /// Statement timeout and lock timeout (2 s each) for the transaction just
@@ -570,30 +343,6 @@ impl PgBackend {
             }
         }
     }
-
-    /// Start hearing releases on this connection (`LISTEN`).
-    pub fn listen_releases(&mut self) -> Result<()> {
-        let shown = self.shown.clone();
-        self.client
-            .batch_execute("LISTEN jobrun_release")
-            .map_err(|e| map_err(&shown, e))
-    }
-
-    /// Wait up to `timeout` for a release notification: the job it names,
-    /// or `None` when none came.
-    pub fn next_release(&mut self, timeout: Duration) -> Result<Option<String>> {
-        use postgres::fallible_iterator::FallibleIterator;
-        let shown = self.shown.clone();
-        let got = self.client.notifications().timeout_iter(timeout).next();
-        match got {
-            Ok(Some(n)) => Ok(Some(n.payload().to_string())),
-            Ok(None) if self.client.is_closed() => {
-                Err(StoreError::Unreachable(shown, "connection closed".into()))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(map_err(&shown, e)),
-        }
-    }
 }
 
 /// The stored (version, oldest reader), or `None` before the first use: the
@@ -625,13 +374,6 @@ fn stored_version(c: &mut dyn Conn) -> Result<Option<(i64, i64)>> {
         None
     };
     Ok(Some(schema::version_of(legacy, meta)))
-}
-
-impl PgStore {
-    /// The backend, for what only PostgreSQL has (LISTEN/NOTIFY).
-    pub fn backend(&mut self) -> &mut PgBackend {
-        &mut self.backend
-    }
 }
 
 impl Backend for PgBackend {
@@ -803,106 +545,5 @@ impl Conn for PgTx<'_> {
             &[job.into()],
         )?;
         Ok(rows.first().map(|r| r.int("next_token")))
-    }
-}
-
-/// A message with `secrets` removed, in case the client or the server
-/// quoted one.
-fn scrub_all(e: StoreError, secrets: &[String]) -> StoreError {
-    let clean = |d: String| {
-        secrets
-            .iter()
-            .filter(|s| s.chars().count() >= 4)
-            .fold(d, |m, s| m.replace(s.as_str(), "***"))
-    };
-    match e {
-        StoreError::Unreachable(s, d) => StoreError::Unreachable(s, clean(d)),
-        StoreError::Other(s, d) => StoreError::Other(s, clean(d)),
-        e => e,
-    }
-}
-
-/// A dropped connection or a shut-down server is `Unreachable` (the renewer
-/// reconnects next tick); a timeout or lock wait is `Busy`; anything else is
-/// reported as it is.
-fn map_err(shown: &str, e: postgres::Error) -> StoreError {
-    // One line: the server's message (without its DETAIL and HINT lines),
-    // or the client error and its cause.
-    let detail = match (e.as_db_error(), e.source()) {
-        (Some(db), _) => format!("{}: {}", db.severity(), db.message()),
-        (None, Some(src)) if !e.to_string().contains(&src.to_string()) => format!("{e}: {src}"),
-        _ => e.to_string(),
-    }
-    .replace('\n', " ");
-    if e.is_closed() {
-        return StoreError::Unreachable(shown.into(), detail);
-    }
-    if let Some(code) = e.code() {
-        let c = code.code();
-        if c.starts_with("08") || c.starts_with("57P") {
-            return StoreError::Unreachable(shown.into(), detail);
-        }
-        if c == "57014" || c == "55P03" || c == "40001" || c == "40P01" {
-            return StoreError::Busy(shown.into());
-        }
-        return StoreError::Other(shown.into(), detail);
-    }
-    // No SQLSTATE: an I/O failure, a timeout, a refused connection.
-    StoreError::Unreachable(shown.into(), detail)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(
-            redact("postgres://jobrun:s3cret@db1/jobs"),
-            "postgres://jobrun@db1/jobs"
-        );
-        assert_eq!(
-            redact("postgres://jobrun:p@ss@db1/jobs?sslmode=disable&PassWord=s3cret"),
-            "postgres://jobrun:***@db1/jobs?sslmode=disable&PassWord=***"
-        );
-        assert_eq!(
-            redact("postgresql://db1/jobs?password=a&sslpassword=b&sslmode=require"),
-            "postgres://db1/jobs?sslmode=require"
-        );
-        assert_eq!(
-            redact("host=db1 user=jobrun password='it''s a secret' dbname=jobs"),
-            "(a key=value connection string, not shown: it may hold a password)"
-        );
-        assert_eq!(
-            redact("host=db1 user=jobrun password=s3cret dbname=jobs"),
-            "postgres://jobrun@db1/jobs"
-        );
-        assert_eq!(
-            redact_url("postgresql://db1/jobs?password=a&sslpassword=b&pass%77ord=c"),
-            "postgresql://db1/jobs?password=***&sslpassword=***&pass%77ord=***"
-        );
-        assert_eq!(
-            scrub(
-                "auth failed for s3cret and s%40cret",
-                "postgres://u:s%40cret@h/d?password=s3cret"
-            ),
-            "auth failed for *** and ***"
-        );
-    }
-
-    #[test]
-    fn keyword_strings_are_recognised() {
-        assert!(looks_like_keyword_string(
-            "host=db1 user=jobrun password=s3cret"
-        ));
-        assert!(looks_like_keyword_string("password=s3cret"));
-        assert!(looks_like_keyword_string("dbname = jobs"));
-        assert!(looks_like_keyword_string(
-            "host=/var/run/postgresql dbname=jobs"
-        ));
-        assert!(!looks_like_keyword_string("/var/lib/jobrun/jobrun.db"));
-        assert!(!looks_like_keyword_string("./state/a=b.db"));
-        assert!(!looks_like_keyword_string("jobrun.db"));
-        assert!(!looks_like_keyword_string("weird=name.db"));
     }
 }
