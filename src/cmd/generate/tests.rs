@@ -22,6 +22,9 @@ use crate::model::State;
 use crate::policy::outcome::Outcome;
 use crate::supervise::{classify, SignalKind, FORWARDED};
 
+/// What a failure may only need.
+const REGENERATE: &str = " (if the page is only stale: cargo run -- generate)";
+
 /// A `.TP` entry: its tag and body, as text.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -266,7 +269,10 @@ fn exit_codes_are_the_exit_table() {
         .iter()
         .map(|(s, when)| (s.label(), format!("When {when}.")))
         .collect();
-    assert_eq!(listed, table);
+    assert_eq!(
+        listed, table,
+        "EXIT STATUS of jobrun(1) is not exit::TABLE{REGENERATE}"
+    );
     // The table holds every code of its own.
     let codes: BTreeSet<i32> = TABLE
         .iter()
@@ -357,7 +363,10 @@ fn environment_is_every_variable_jobrun_reads_or_sets() {
         .iter()
         .map(|e| e.tag.clone())
         .collect();
-    assert_eq!(listed, vars);
+    assert_eq!(
+        listed, vars,
+        "ENVIRONMENT of jobrun(1) is not what the code reads and sets{REGENERATE}"
+    );
     let unique: BTreeSet<&String> = vars.iter().collect();
     assert_eq!(unique.len(), vars.len(), "a variable twice: {vars:?}");
     for e in &from_clap {
@@ -417,7 +426,10 @@ fn files_are_the_paths_the_code_builds() {
         .map(|e| e.tag.clone())
         .collect();
     let patterns: Vec<String> = entries.iter().map(|(p, _)| p.join(", ")).collect();
-    assert_eq!(listed, patterns);
+    assert_eq!(
+        listed, patterns,
+        "FILES of jobrun(1) is not the paths the code builds{REGENERATE}"
+    );
     let all: Vec<&String> = entries.iter().flat_map(|(p, _)| p).collect();
     let find = |end: &str| {
         all.iter()
@@ -553,7 +565,11 @@ fn signals_are_what_supervise_does() {
             assert!(says("Forwarded"), "{}: {}", p.file, e.tag);
             documented.extend(sigs.iter().map(|s| s.to_string()));
         }
-        assert_eq!(documented, forwarded, "{}", p.file);
+        assert_eq!(
+            documented, forwarded,
+            "{}: SIGNALS is not supervise::FORWARDED{REGENERATE}",
+            p.file
+        );
         assert!(
             signals.entries.iter().any(|e| e.tag == kill),
             "{}: no {kill}",
@@ -607,7 +623,10 @@ fn outcomes_are_outcome_all() {
             .iter()
             .map(|e| (e.tag.clone(), e.body.clone()))
             .collect();
-        assert_eq!(have, want, "{name}");
+        assert_eq!(
+            have, want,
+            "{name}: OUTCOMES is not Outcome::ALL{REGENERATE}"
+        );
     }
     let json = page("jobrun")
         .section("JSON OUTPUT")
