@@ -33,6 +33,10 @@ pub struct Identity {
 /// need a second machine; they change the inputs, never the rules.
 pub const HOST_ENV: &str = "JOBRUN_HOST";
 pub const BOOT_ID_ENV: &str = "JOBRUN_BOOT_ID";
+/// The pass id jobrun gives the command, which all it starts inherit.
+pub const PASS_ENV: &str = "JOBRUN_PASS";
+/// A holder's kernel lock: `<pass id>.lock` in the store's holders directory.
+pub const HOLDER_LOCK_SUFFIX: &str = ".lock";
 
 impl Identity {
     /// This machine's boot id (or `JOBRUN_BOOT_ID`).
@@ -255,7 +259,7 @@ impl Evidence {
     /// id is one jobrun could have made.
     pub fn lock_of(&self, pass_id: &str) -> Option<PathBuf> {
         let dir = self.lock_dir.as_ref()?;
-        valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.lock")))
+        valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}{HOLDER_LOCK_SUFFIX}")))
     }
 
     /// Whether a holder's pids mean anything to this process: the boot and
@@ -556,7 +560,7 @@ fn verify_lock_holder(lock: &Path, wrapper: Proc) -> Verified {
 /// Whether running process `pid` belongs to pass `pass_id`: the command and
 /// what it starts carry `JOBRUN_PASS` in their environment.
 pub fn verify_member(pid: i32, pass_id: &str) -> Verified {
-    let mark = format!("JOBRUN_PASS={pass_id}");
+    let mark = format!("{PASS_ENV}={pass_id}");
     match fs::read(format!("/proc/{pid}/environ")) {
         Ok(env) if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) => {
             Verified::Yes(format!("pid {pid} carries the pass's id"))
@@ -738,7 +742,7 @@ pub fn remove_stale_lock(lock_dir: &Path, pass_id: &str) {
         return;
     }
     let Ok(dir) = open_dir(lock_dir) else { return };
-    let name = format!("{pass_id}.lock");
+    let name = format!("{pass_id}{HOLDER_LOCK_SUFFIX}");
     let Some(file) = open_regular(Some(&dir), Path::new(&name), libc::O_RDONLY) else {
         return;
     };
@@ -828,7 +832,7 @@ impl HolderLock {
                 ),
             ));
         }
-        let name = format!("{pass_id}.lock");
+        let name = format!("{pass_id}{HOLDER_LOCK_SUFFIX}");
         let cname = std::ffi::CString::new(name.as_str()).expect("hex has no NUL");
         // A fresh name: a file already there was not made by this pass.
         // SAFETY: openat with a NUL-terminated name and a dir fd we own.

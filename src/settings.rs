@@ -17,6 +17,10 @@ use crate::store::StoreSpec;
 use crate::supervise::OnLost;
 
 pub const DEFAULT_ROOT_DB: &str = "/var/lib/jobrun/jobrun.db";
+/// Any other user's default store, below `$XDG_STATE_HOME`.
+pub const USER_DB: &str = "jobrun/jobrun.db";
+/// `$XDG_STATE_HOME` when it is unset (or relative), below `$HOME`.
+pub const STATE_HOME_DEFAULT: &str = ".local/state";
 pub const MAX_NAME_LEN: usize = 200;
 
 /// The longest `--lease`: a lease is renewed every third of it, so a longer
@@ -226,12 +230,9 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
     let state = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")));
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(STATE_HOME_DEFAULT)));
     match state {
-        Some(dir) => Ok(StoreSpec::Sqlite(
-            dir.join("jobrun").join("jobrun.db"),
-            mode,
-        )),
+        Some(dir) => Ok(StoreSpec::Sqlite(dir.join(USER_DB), mode)),
         None => bail!("no store given and neither XDG_STATE_HOME nor HOME is set; pass --db PATH"),
     }
 }

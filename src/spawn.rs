@@ -26,6 +26,12 @@ use crate::liveness::start_time;
 use crate::policy::lease::Proc;
 use crate::supervise::FORWARDED;
 
+/// What the command finds in its environment: the job's name, its fencing
+/// token and its slot (and `liveness::PASS_ENV`, its pass id).
+pub const JOB_ENV: &str = "JOBRUN_JOB";
+pub const TOKEN_ENV: &str = "JOBRUN_TOKEN";
+pub const SLOT_ENV: &str = "JOBRUN_SLOT";
+
 /// Room for an i64 in decimal, and for a u32.
 const TOKEN_DIGITS: usize = 20;
 const SLOT_DIGITS: usize = 10;
@@ -159,8 +165,8 @@ impl HeldChild {
         let paths = candidates(&argv[0])?;
 
         let ours = |k: &[u8]| {
-            k == b"JOBRUN_TOKEN"
-                || k == b"JOBRUN_SLOT"
+            k == TOKEN_ENV.as_bytes()
+                || k == SLOT_ENV.as_bytes()
                 || env.iter().any(|(n, _)| n.as_bytes() == k)
         };
         let mut vars: Vec<Vec<u8>> = Vec::new();
@@ -177,14 +183,14 @@ impl HeldChild {
             vars.push(cstring(format!("{k}={v}").as_bytes())?.into_bytes_with_nul());
         }
         let token_at = vars.len();
-        vars.push(placeholder("JOBRUN_TOKEN", TOKEN_DIGITS));
-        vars.push(placeholder("JOBRUN_SLOT", SLOT_DIGITS));
+        vars.push(placeholder(TOKEN_ENV, TOKEN_DIGITS));
+        vars.push(placeholder(SLOT_ENV, SLOT_DIGITS));
         let mut env_ptrs: Vec<*mut libc::c_char> =
             vars.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
         env_ptrs.push(std::ptr::null_mut());
         // SAFETY (for the offsets): each placeholder has room for its digits.
-        let token_digits = unsafe { vars[token_at].as_mut_ptr().add("JOBRUN_TOKEN=".len()) };
-        let slot_digits = unsafe { vars[token_at + 1].as_mut_ptr().add("JOBRUN_SLOT=".len()) };
+        let token_digits = unsafe { vars[token_at].as_mut_ptr().add(TOKEN_ENV.len() + 1) };
+        let slot_digits = unsafe { vars[token_at + 1].as_mut_ptr().add(SLOT_ENV.len() + 1) };
 
         let (go_r, go_w) = pipe().map_err(|e| failed("pipe", e))?;
         let (err_r, err_w) = pipe().map_err(|e| failed("pipe", e))?;

@@ -46,6 +46,41 @@ impl Outcome {
         self.ran_command() || self == Outcome::SpawnFailed
     }
 
+    /// What the outcome says about the pass, for the man pages.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Outcome::Ok => "The command ran and exited 0.",
+            Outcome::Failed => "The command ran and exited with another code.",
+            Outcome::Skipped => {
+                "Every slot was held, or the job was paused, and the pass did not wait \
+                 (or lost its place in the queue); the command did not run."
+            }
+            Outcome::LostLease => {
+                "The pass lost its lease while the command ran (a whole window went \
+                 unrenewed, its row was taken, or it reached its max hold); the command ended \
+                 on its own, or was stopped by --on-lost term."
+            }
+            Outcome::SpawnFailed => {
+                "The pass took a slot but its command could not be started (not found, \
+                 or not executable)."
+            }
+            Outcome::Killed => {
+                "The command died of a signal jobrun did not forward to stop it (the \
+                 kernel's OOM killer, a kill from elsewhere, a crash)."
+            }
+            Outcome::Stopped => {
+                "The pass was told to stop (a signal to jobrun, stop-due) and the command \
+                 died of the forwarded signal or of the KILL after it; or the command never \
+                 started because the stop came first."
+            }
+            Outcome::Coalesced => {
+                "The pass joined an identical queued pass (--coalesce) and ran nothing \
+                 itself."
+            }
+            Outcome::TimedOut => "The pass queued (--wait) and no slot came free in time.",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",

@@ -90,6 +90,8 @@ pub enum StoreSpec {
 
 /// Mode of the files jobrun creates beside a SQLite store by default.
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
+/// Holders' kernel lock files live in `<store>.holders/`.
+pub const HOLDERS_SUFFIX: &str = "holders";
 
 impl StoreSpec {
     pub fn parse(s: &str, mode: u32) -> StoreSpec {
@@ -171,7 +173,7 @@ impl StoreSpec {
     /// A PostgreSQL store spans kernels, so the source does not apply.
     pub fn lock_dir(&self) -> Option<PathBuf> {
         match self {
-            StoreSpec::Sqlite(p, _) => Some(sibling(p, "holders")),
+            StoreSpec::Sqlite(p, _) => Some(sibling(p, HOLDERS_SUFFIX)),
             StoreSpec::Postgres(_) => None,
         }
     }

@@ -41,6 +41,8 @@ const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
 /// adopted from an earlier jobrun, which left it 0), checked on every open
 /// before anything is written.
 pub const APPLICATION_ID: i64 = 0x6a6f_6272;
+/// SQLite's write-ahead log and its index, beside the store file.
+pub const SIDE_FILES: [&str; 2] = ["-wal", "-shm"];
 
 /// The tables of schema version 1, as an earlier jobrun (which set no
 /// application_id) left them, sorted: only such a store is adopted.
@@ -245,7 +247,7 @@ fn check_files(path: &Path, mode: u32) -> Result<()> {
             detail: "it is not a SQLite database; leaving it untouched".into(),
         });
     }
-    for suffix in ["-wal", "-shm"] {
+    for suffix in SIDE_FILES {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         crate::trust::check_if_present(Path::new(&p), mode).map_err(StoreError::Refused)?;

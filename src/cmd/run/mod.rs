@@ -163,8 +163,8 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     // The command is forked now and held before exec: its pid goes on
     // record in the same transaction that takes the slot (or queues).
     let env = [
-        ("JOBRUN_JOB", settings.job.clone()),
-        ("JOBRUN_PASS", pass_id.clone()),
+        (crate::spawn::JOB_ENV, settings.job.clone()),
+        (crate::liveness::PASS_ENV, pass_id.clone()),
     ];
     let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;

@@ -34,28 +34,36 @@ use crate::store::{StoreHandle, StoreSpec};
 use crate::supervise::Event;
 use crate::trust;
 
+/// A waiter's wake FIFO: `<pass id>.wake` in the directory below.
+pub const WAKE_SUFFIX: &str = ".wake";
+/// A PostgreSQL store's wake directory in `$XDG_RUNTIME_DIR`.
+pub const RUNTIME_WAKE_DIR: &str = "jobrun-postgres.wake.d";
+/// Without a usable `$XDG_RUNTIME_DIR`: `<tmp>/jobrun-<uid>/wake.d`.
+pub const TMP_DIR_PREFIX: &str = "jobrun-";
+pub const TMP_WAKE_DIR: &str = "wake.d";
+
 /// The directory of the wake files of `spec`, made ready.
 pub fn dir(spec: &StoreSpec) -> Result<PathBuf, String> {
     if let Some(holders) = spec.lock_dir() {
         return Ok(holders);
     }
     if let Some(runtime) = runtime_dir() {
-        let d = runtime.join("jobrun-postgres.wake.d");
+        let d = runtime.join(RUNTIME_WAKE_DIR);
         private_dir(&d)?;
         return Ok(d);
     }
     let uid = nix::unistd::geteuid();
-    let base = std::env::temp_dir().join(format!("jobrun-{uid}"));
+    let base = std::env::temp_dir().join(format!("{TMP_DIR_PREFIX}{uid}"));
     private_dir(&base)?;
-    let d = base.join("wake.d");
+    let d = base.join(TMP_WAKE_DIR);
     private_dir(&d)?;
     Ok(d)
 }
 
 /// The wake file of the waiter of pass `pass_id`: `None` unless the pass
 /// id has the form jobrun gives (it is read from the store).
-fn file_of(dir: &Path, pass_id: &str) -> Option<PathBuf> {
-    valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.wake")))
+pub fn file_of(dir: &Path, pass_id: &str) -> Option<PathBuf> {
+    valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}{WAKE_SUFFIX}")))
 }
 
 /// `$XDG_RUNTIME_DIR` when it is set, absolute, and a directory owned by
