@@ -29,6 +29,7 @@ mod rows;
 mod schema;
 mod sql;
 pub mod sqlite;
+mod steps;
 mod transitions;
 
 pub use handle::{Held, StoreHandle, StoreLease};
