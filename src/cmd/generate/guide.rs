@@ -4,7 +4,7 @@
 
 use roff::{bold, Roff};
 
-use super::page::{heading, item, literal, para, prose, subheading};
+use super::text::{heading, item, literal, para, prose, subheading};
 use crate::model::State;
 use crate::policy::outcome::Outcome;
 

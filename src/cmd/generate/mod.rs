@@ -17,6 +17,7 @@ mod page;
 mod reference;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use std::fs;
 use std::path::Path;
@@ -64,9 +65,9 @@ fn man_date() -> &'static str {
 pub fn generated() -> Result<Vec<(String, Vec<u8>)>> {
     let root = documented();
     let mut out = vec![("man/jobrun.1".to_string(), page::main_page(&root)?)];
-    for sub in page::subcommands(&root) {
+    for sub in text::subcommands(&root) {
         out.push((
-            format!("man/{}.1", page::page_name(sub)),
+            format!("man/{}.1", text::page_name(sub)),
             page::sub_page(&root, sub)?,
         ));
     }

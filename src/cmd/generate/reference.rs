@@ -8,7 +8,7 @@
 use clap::{Arg, Command};
 use roff::{bold, italic, roman, Roff};
 
-use super::page::{heading, help_text, item, para, prose, sentence};
+use super::text::{heading, help_text, item, para, prose, sentence};
 use crate::exit::{self, Status};
 use crate::policy::outcome::Outcome;
 use crate::supervise::{classify, SignalKind, FORWARDED};
@@ -170,7 +170,7 @@ pub const COMMAND_VARIABLES: [(&str, &str); 4] = [
 pub fn option_variables(root: &Command) -> Vec<(String, Vec<(String, &Arg)>)> {
     let mut out: Vec<(String, Vec<(String, &Arg)>)> = Vec::new();
     let mut scopes = vec![(String::new(), root)];
-    scopes.extend(super::page::subcommands(root).map(|s| (format!("{} ", s.get_name()), s)));
+    scopes.extend(super::text::subcommands(root).map(|s| (format!("{} ", s.get_name()), s)));
     for (scope, cmd) in scopes {
         for a in cmd.get_arguments() {
             let Some(env) = a.get_env() else { continue };

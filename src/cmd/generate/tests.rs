@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Command;
 
-use super::page::{page_name, subcommands};
 use super::reference::{
     file_entries, option_variables, signal_groups, signal_name, COMMAND_VARIABLES, PASS, READERS,
     SETTING_VARIABLES, STORE,
 };
+use super::text::{page_name, subcommands};
 use super::{documented, man_date};
 use crate::exit::{self, Status, TABLE};
 use crate::model::State;
