@@ -124,14 +124,22 @@ pub fn this_process() -> Proc {
 
 /// The processes of group `pgid` that have not exited, as far as `/proc`
 /// shows them, and whether any exited member (a zombie) was seen. `None`
-/// when `/proc` cannot be listed.
+/// when `/proc` cannot be listed. Each listed process is asked its group
+/// with getpgid(2) first, a system call that formats nothing: only the few
+/// in `pgid` have their `stat` read, so a scan costs little more than
+/// listing `/proc`, however many processes the machine runs (the wrapper
+/// scans once at the end of every pass).
 fn group_scan(pgid: i32) -> Option<(Vec<i32>, bool)> {
+    use nix::unistd::{getpgid, Pid};
     let mut live = vec![];
     let mut zombies = false;
     for e in fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
+        if getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() != pgid) {
+            continue;
+        }
         match stat(pid) {
             Some(s) if s.pgrp == pgid && s.exited() => zombies = true,
             Some(s) if s.pgrp == pgid => live.push(pid),

@@ -5,7 +5,8 @@
 //! the owning thread signals or reaps. The child's exit is noticed with
 //! `waitid(WNOWAIT)`, which leaves it a zombie until the owner reaps it, so
 //! its pid and process group cannot be recycled while the owner might still
-//! signal them. That is how jobrun avoids zombies and signals to reused pids.
+//! signal them: the owner ends what is left of the group first and reaps the
+//! child last. That is how jobrun avoids zombies and signals to reused pids.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -195,8 +196,10 @@ pub fn supervise(
             Event::Wake => {}
         }
     }
+    // The child has exited but is not reaped: its group id stays ours
+    // while what is left of the group is ended, and only then is it reaped.
+    end_group_leftovers(pgid, kill_after, label);
     let status = child.wait();
-    reap_group_leftovers(pgid, kill_after, label);
     Ended {
         code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
@@ -208,9 +211,10 @@ pub fn supervise(
 
 /// The child's process group outlived its leader: TERM what is left, then
 /// KILL after the grace period, so no process of the pass runs on unseen
-/// into the next pass. Safe to signal: while any member lives, the kernel
-/// keeps the group id from being reused.
-fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
+/// into the next pass. The leader is an unreaped zombie meanwhile, so the
+/// group id cannot be reused and `killpg` also reaches a member forked a
+/// moment before it.
+fn end_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
     if !group_runs(pgid) {
         return;
     }
@@ -227,8 +231,8 @@ fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
     signal_group(pgid, libc::SIGKILL);
 }
 
-/// Whether a process of group `pgid` still runs (zombies waiting for a
-/// slow init count as gone, so they never hold the wrapper for the grace
+/// Whether a process of group `pgid` still runs (zombies, the leader's
+/// among them, count as gone, so they never hold the wrapper for the grace
 /// period and draw a needless KILL).
 fn group_runs(pgid: Pid) -> bool {
     crate::liveness::group(pgid.as_raw()) != crate::liveness::Group::Empty
@@ -250,5 +254,54 @@ mod tests {
         assert!(FORWARDED
             .iter()
             .all(|s| classify(*s) != SignalKind::ForwardOnly || [SIGUSR1, SIGUSR2].contains(s)));
+    }
+
+    /// The command leaves a process that keeps forking members into its
+    /// group, each of them a moment before the next signal: all are ended
+    /// while the leader is still an unreaped zombie (so the group id is
+    /// ours), and then the leader is reaped.
+    #[test]
+    fn leftovers_forked_late_are_ended_and_the_leader_reaped_last() {
+        use crate::liveness::{group, parse_stat, Group};
+        use crate::spawn::HeldChild;
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        let dir = tempfile::tempdir().unwrap();
+        let at_term = dir.path().join("at-term");
+        let ready = dir.path().join("ready");
+        let script = format!(
+            "exec 2>/dev/null\n\
+             leader=$$\n\
+             ( trap 'cat /proc/'$leader'/stat > {at_term}' TERM\n\
+               touch {ready}\n\
+               while :; do sleep 30 & sleep 0.01; done ) &\n\
+             until [ -e {ready} ]; do sleep 0.01; done\n\
+             exit 3",
+            at_term = at_term.display(),
+            ready = ready.display(),
+        );
+        let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
+        let (events, rx) = std::sync::mpsc::channel();
+        let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
+        let pgid = child.id() as i32;
+        watch_exit(child.id(), events).unwrap();
+        let kill_after = Duration::from_millis(500);
+        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t");
+        assert_eq!(ended.code, Some(3));
+        // TERM reached the group while the leader was a zombie of ours.
+        let stat = std::fs::read_to_string(&at_term).unwrap();
+        let stat = parse_stat(&stat).unwrap();
+        assert_eq!((stat.state, stat.pgrp), ('Z', pgid), "{stat:?}");
+        // Every member, however late it was forked, is gone (KILLed members
+        // wait a moment for init to reap them: those count as gone).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while group(pgid) != Group::Empty && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(group(pgid), Group::Empty);
+        // And no zombie is left: the leader was reaped.
+        assert_eq!(
+            waitpid(Pid::from_raw(pgid), Some(WaitPidFlag::WNOHANG)),
+            Err(nix::errno::Errno::ECHILD)
+        );
     }
 }
