@@ -13,17 +13,16 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
-use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::exit;
+use crate::process::{self, Group};
 use crate::say;
-use crate::spawn::RunningChild;
-
-/// Signals the wrapper forwards to the child's process group.
-pub const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
+use crate::signal::{signal_group, PassGroup};
+use crate::spawn::{RunningChild, FORWARDED};
 
 /// Everything the owner of the child reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,21 +61,10 @@ pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("jobrun-child".into())
         .spawn(move || {
-            loop {
-                // SAFETY: waitid writes only into the siginfo we pass.
-                let rc = unsafe {
-                    let mut info: libc::siginfo_t = std::mem::zeroed();
-                    libc::waitid(
-                        libc::P_PID,
-                        pid as libc::id_t,
-                        &mut info,
-                        libc::WEXITED | libc::WNOWAIT,
-                    )
-                };
-                if rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    break;
-                }
-            }
+            let exited = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+            while let Err(nix::errno::Errno::EINTR) =
+                waitid(Id::Pid(Pid::from_raw(pid as i32)), exited)
+            {}
             let _ = events.send(Event::ChildExited);
         })?;
     Ok(())
@@ -131,10 +119,9 @@ pub fn classify(sig: i32) -> SignalKind {
     }
 }
 
-fn signal_group(pgid: Pid, sig: i32) {
-    if let Ok(s) = Signal::try_from(sig) {
-        let _ = killpg(pgid, s);
-    }
+/// Signal the child's process group; the child is not reaped yet.
+fn signal_own(child: &RunningChild, sig: i32) {
+    let _ = signal_group(PassGroup::Own(child), sig, false);
 }
 
 /// Own the child until it is gone: forward signals, stop it when the lease
@@ -147,7 +134,6 @@ pub fn supervise(
     on_lost: OnLost,
     label: &str,
 ) -> Ended {
-    let pgid = Pid::from_raw(child.id() as i32);
     let mut stopped_by = None;
     let mut lease_lost = false;
     let mut killed = false;
@@ -165,7 +151,7 @@ pub fn supervise(
                             "{label}: child still running {} after TERM; sending KILL",
                             humantime::format_duration(kill_after)
                         );
-                        signal_group(pgid, libc::SIGKILL);
+                        signal_own(child, libc::SIGKILL);
                         killed = true;
                         continue;
                     }
@@ -176,7 +162,7 @@ pub fn supervise(
         };
         match event {
             Event::Signal(sig) => {
-                signal_group(pgid, sig);
+                signal_own(child, sig);
                 if let SignalKind::Stop { grace } = classify(sig) {
                     stopped_by.get_or_insert(sig);
                     if grace {
@@ -188,7 +174,7 @@ pub fn supervise(
                 lease_lost = true;
                 if on_lost == OnLost::Term {
                     say!("{label}: stopping the pass (--on-lost term)");
-                    signal_group(pgid, libc::SIGTERM);
+                    signal_own(child, libc::SIGTERM);
                     start_grace(&mut kill_at);
                 }
             }
@@ -198,7 +184,7 @@ pub fn supervise(
     }
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
-    end_group_leftovers(pgid, kill_after, label);
+    end_group_leftovers(child, kill_after, label);
     let status = child.wait();
     Ended {
         code: status.and_then(|s| s.code()),
@@ -214,12 +200,15 @@ pub fn supervise(
 /// into the next pass. The leader is an unreaped zombie meanwhile, so the
 /// group id cannot be reused and `killpg` also reaches a member forked a
 /// moment before it.
-fn end_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
+fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) {
+    let Some(pgid) = child.leader() else {
+        return;
+    };
     if !group_runs(pgid) {
         return;
     }
     say!("{label}: the command left processes in its process group; sending TERM");
-    signal_group(pgid, libc::SIGTERM);
+    signal_own(child, libc::SIGTERM);
     let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
         if !group_runs(pgid) {
@@ -228,19 +217,20 @@ fn end_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     say!("{label}: processes of the pass survived TERM; sending KILL");
-    signal_group(pgid, libc::SIGKILL);
+    signal_own(child, libc::SIGKILL);
 }
 
 /// Whether a process of group `pgid` still runs (zombies, the leader's
 /// among them, count as gone, so they never hold the wrapper for the grace
 /// period and draw a needless KILL).
-fn group_runs(pgid: Pid) -> bool {
-    crate::liveness::group(pgid.as_raw()) != crate::liveness::Group::Empty
+fn group_runs(pgid: i32) -> bool {
+    process::group(pgid) != Group::Empty
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use signal_hook::consts::signal::{SIGUSR1, SIGUSR2};
 
     #[test]
     fn signals_are_classified_once() {
@@ -262,7 +252,6 @@ mod tests {
     /// ours), and then the leader is reaped.
     #[test]
     fn leftovers_forked_late_are_ended_and_the_leader_reaped_last() {
-        use crate::liveness::{group, parse_stat, Group};
         use crate::spawn::HeldChild;
         use nix::sys::wait::{waitpid, WaitPidFlag};
         let dir = tempfile::tempdir().unwrap();
@@ -289,15 +278,15 @@ mod tests {
         assert_eq!(ended.code, Some(3));
         // TERM reached the group while the leader was a zombie of ours.
         let stat = std::fs::read_to_string(&at_term).unwrap();
-        let stat = parse_stat(&stat).unwrap();
+        let stat = process::parse_stat(&stat).unwrap();
         assert_eq!((stat.state, stat.pgrp), ('Z', pgid), "{stat:?}");
         // Every member, however late it was forked, is gone (KILLed members
         // wait a moment for init to reap them: those count as gone).
         let deadline = Instant::now() + Duration::from_secs(5);
-        while group(pgid) != Group::Empty && Instant::now() < deadline {
+        while process::group(pgid) != Group::Empty && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(group(pgid), Group::Empty);
+        assert_eq!(process::group(pgid), Group::Empty);
         // And no zombie is left: the leader was reaped.
         assert_eq!(
             waitpid(Pid::from_raw(pgid), Some(WaitPidFlag::WNOHANG)),

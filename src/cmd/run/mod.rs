@@ -22,8 +22,10 @@ use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
 use crate::cmd::evidence;
-use crate::liveness::{remove_stale_lock, this_process, Evidence, HolderLock};
+use crate::evidence::Evidence;
+use crate::files::{remove_stale_lock, HolderLock};
 use crate::policy::lease::{Eviction, Holder};
+use crate::process::this_process;
 use crate::report::{escape, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
