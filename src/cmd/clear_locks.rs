@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::cli::ClearArgs;
 use crate::cmd::{evidence, holder_name, judged, queued_pass};
 use crate::exit;
-use crate::liveness::remove_stale_lock;
+use crate::files::remove_stale_lock;
 use crate::policy::lease::{decide, decide_waiter, Decision, FreeReason, WaiterDecision};
 use crate::policy::Liveness;
 use crate::report::escape;

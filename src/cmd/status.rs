@@ -5,8 +5,8 @@ use anyhow::Result;
 
 use crate::cli::StatusArgs;
 use crate::cmd::{evidence, judged};
+use crate::evidence::{Evidence, Sight, Verdict};
 use crate::exit;
-use crate::liveness::{Evidence, Sight, Verdict};
 use crate::model::{
     self, JobStatus, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus, State,
     StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
@@ -56,7 +56,7 @@ fn shown_state(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> State {
 fn wrapper_stopped(l: &LeaseRow, evidence: &Evidence) -> bool {
     let h = &l.holder;
     evidence.sight(h) == Sight::Pids
-        && crate::liveness::stat(h.wrapper.pid)
+        && crate::process::stat(h.wrapper.pid)
             .is_some_and(|s| s.start == h.wrapper.start && matches!(s.state, 'T' | 't'))
 }
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::liveness::StoreReach;
+use crate::evidence::StoreReach;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
@@ -60,7 +60,7 @@ pub enum StoreError {
     #[error("store {path} is on a network filesystem ({fs}); SQLite locking is not safe there: use a PostgreSQL store (JOBRUN_DB=postgres://...)")]
     NetworkFs { path: String, fs: String },
     /// A file of the store that is not ours to use: a symlink, another
-    /// user's file, one writable beyond `--db-mode` (see `trust`).
+    /// user's file, one writable beyond `--db-mode` (see `files::judge`).
     #[error("refusing the store: {0}")]
     Refused(String),
     /// A command that only reads or acts on existing passes was pointed
@@ -372,12 +372,9 @@ impl StorePin {
     pub fn new(spec: &StoreSpec, store: &mut dyn Store) -> Result<StorePin> {
         match spec {
             StoreSpec::Sqlite(path, _) => {
-                use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+                use std::os::unix::fs::MetadataExt;
                 let shown = path.display().to_string();
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-                    .open(path)
+                let file = crate::files::open(None, path, nix::fcntl::OFlag::O_RDONLY, 0)
                     .map_err(|e| StoreError::Other(shown.clone(), e.to_string()))?;
                 let meta = file
                     .metadata()

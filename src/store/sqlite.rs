@@ -7,16 +7,17 @@
 //! newer jobrun, or a file on a network filesystem is an error naming it.
 //!
 //! Others may write where the store lives and jobrun often runs as root, so
-//! the store's files are judged before SQLite opens them (`trust::check`: no
+//! the store's files are judged before SQLite opens them (`files::judge`: no
 //! symlink, ours or root's, no wider than `--db-mode`), SQLite opens the
 //! store with `SQLITE_OPEN_NOFOLLOW`, and a file that is not a jobrun store
 //! (its `application_id`) is refused before anything is written to it.
 
-use std::fs::{self, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::fcntl::OFlag;
 use rusqlite::config::DbConfig;
 use rusqlite::{
     types::ValueRef, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior,
@@ -25,6 +26,7 @@ use rusqlite::{
 use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
 use super::{Result, StoreError};
+use crate::files::Kind;
 use crate::policy::lease::Clock;
 
 /// How long a write waits for another process's transaction.
@@ -100,13 +102,14 @@ impl SqliteStore {
                     return Err(StoreError::Missing(shown))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err(StoreError::Refused(crate::trust::denied(path)))
+                    return Err(StoreError::Refused(crate::files::denied(path)))
                 }
                 _ => {}
             }
         }
         if !dir.exists() {
-            create_dir(&dir, mode | ((mode & 0o444) >> 2)).map_err(|e| other(&e))?;
+            crate::files::make_dir(&dir, mode | ((mode & 0o444) >> 2), true)
+                .map_err(|e| other(&e))?;
         }
         let st = nix::sys::statfs::statfs(&dir)
             .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
@@ -121,19 +124,14 @@ impl SqliteStore {
         // SQLite gives its -wal and -shm files the same mode. O_EXCL: a
         // symlink (even a dangling one) planted as the store is never
         // followed, so its target never becomes a database.
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-        {
+        let create = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+        match crate::files::open(None, path, create, mode) {
             Ok(f) => f
                 .set_permissions(fs::Permissions::from_mode(mode))
                 .map_err(|e| other(&format!("cannot set its mode: {e}")))?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(StoreError::Refused(crate::trust::denied(path)))
+                return Err(StoreError::Refused(crate::files::denied(path)))
             }
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
@@ -146,10 +144,10 @@ impl SqliteStore {
         )
         .map_err(|e| match map_err(&shown, e) {
             StoreError::Other(..) if !writable(path) => {
-                StoreError::Refused(crate::trust::denied(path))
+                StoreError::Refused(crate::files::denied(path))
             }
             StoreError::Other(..) if !writable(&dir) => {
-                StoreError::Refused(crate::trust::denied(&dir))
+                StoreError::Refused(crate::files::denied(&dir))
             }
             e => e,
         })?;
@@ -160,7 +158,7 @@ impl SqliteStore {
         let mut backend = SqliteBackend {
             conn,
             path: shown,
-            boot_id: crate::liveness::Identity::boot_id(),
+            boot_id: crate::process::Identity::boot_id(),
             offset: ClockOffset::default(),
         };
         // Switching a new store to WAL and migrating it can report busy at
@@ -188,41 +186,11 @@ fn writable(path: &Path) -> bool {
     .is_ok()
 }
 
-/// Create the store's directory: missing parents as `mkdir -p` would, the
-/// directory itself with `mkdir` (which never follows a symlink planted in
-/// its place) and then given its mode through its own descriptor, past the
-/// umask.
-fn create_dir(dir: &Path, mode: u32) -> std::result::Result<(), String> {
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(parent)
-            .map_err(|e| format!("cannot create directory {}: {e}", parent.display()))?;
-    }
-    match fs::DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {}
-        // Another process made it first: its mode is its creator's affair.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(format!("cannot create directory {}: {e}", dir.display())),
-    }
-    let made = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-        .map_err(|e| format!("cannot open directory {}: {e}", dir.display()))?;
-    nix::sys::stat::fchmod(
-        &made,
-        nix::sys::stat::Mode::from_bits_truncate(mode as libc::mode_t),
-    )
-    .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))
-}
-
 /// Judge the store file and its `-wal` and `-shm` before SQLite opens them:
 /// none may be a symlink, another user's file, or writable beyond `mode`.
 fn check_files(path: &Path, mode: u32) -> Result<()> {
     use std::io::Read;
-    let mut file = crate::trust::open_checked(path, false, mode).map_err(StoreError::Refused)?;
+    let mut file = crate::files::open_judged(path, mode).map_err(StoreError::Refused)?;
     // An empty file becomes a new store; anything else must already be a
     // SQLite database (SQLite would take a short file for an empty one and
     // write over it).
@@ -250,7 +218,8 @@ fn check_files(path: &Path, mode: u32) -> Result<()> {
     for suffix in SIDE_FILES {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
-        crate::trust::check_if_present(Path::new(&p), mode).map_err(StoreError::Refused)?;
+        crate::files::judge_if_present(Path::new(&p), Kind::Regular, mode)
+            .map_err(StoreError::Refused)?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The sections that restate what the code does, each built from the code's
 //! own table or constants: EXIT STATUS from `exit::TABLE`, ENVIRONMENT from
 //! the clap definitions and the variables' constants, FILES from the path
-//! constants, SIGNALS from `supervise::{FORWARDED, classify}`, OUTCOMES from
+//! constants, SIGNALS from `spawn::FORWARDED` and `supervise::classify`, OUTCOMES from
 //! `Outcome::ALL` and `Outcome::meaning`. Only the wording around them is
 //! written here; `tests.rs` reads the pages back against the same tables.
 
@@ -11,7 +11,8 @@ use roff::{bold, italic, roman, Roff};
 use super::text::{heading, help_text, item, para, prose, sentence};
 use crate::exit::{self, Status};
 use crate::policy::outcome::Outcome;
-use crate::supervise::{classify, SignalKind, FORWARDED};
+use crate::spawn::FORWARDED;
+use crate::supervise::{classify, SignalKind};
 
 /// The commands that only read the store's files (they create none): on
 /// their pages `--db-mode` is the mode they expect the files to have.
@@ -129,12 +130,12 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 /// The variables jobrun reads that no option sets.
 pub const SETTING_VARIABLES: [(&str, &str); 3] = [
     (
-        crate::liveness::HOST_ENV,
+        crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
          containers whose host name is not stable.",
     ),
     (
-        crate::liveness::BOOT_ID_ENV,
+        crate::process::identity::BOOT_ID_ENV,
         "The boot id recorded with a pass (default: {/proc/sys/kernel/random/boot_id}); a \
          test seam, like `JOBRUN_CLOCK_SKEW`.",
     ),
@@ -159,7 +160,7 @@ pub const COMMAND_VARIABLES: [(&str, &str); 4] = [
         "The slot the pass holds (0 to `--slots` minus 1).",
     ),
     (
-        crate::liveness::PASS_ENV,
+        crate::process::identity::PASS_ENV,
         "The pass's unique id, as `status` and `history` show it; everything the command \
          starts inherits it.",
     ),
@@ -246,7 +247,7 @@ pub const UID: &str = "UID";
 /// builds each path with.
 pub fn file_entries() -> Vec<(Vec<String>, String)> {
     use crate::cmd::run::wake::{RUNTIME_WAKE_DIR, TMP_DIR_PREFIX, TMP_WAKE_DIR, WAKE_SUFFIX};
-    use crate::liveness::HOLDER_LOCK_SUFFIX;
+    use crate::files::HOLDER_LOCK_SUFFIX;
     use crate::settings::{DEFAULT_ROOT_DB, STATE_HOME_DEFAULT, USER_DB};
     use crate::store::sqlite::SIDE_FILES;
     use crate::store::HOLDERS_SUFFIX;

@@ -20,7 +20,8 @@ use super::{documented, man_date};
 use crate::exit::{self, Status, TABLE};
 use crate::model::State;
 use crate::policy::outcome::Outcome;
-use crate::supervise::{classify, SignalKind, FORWARDED};
+use crate::spawn::FORWARDED;
+use crate::supervise::{classify, SignalKind};
 
 /// What a failure may only need.
 const REGENERATE: &str = " (if the page is only stale: cargo run -- generate)";
@@ -448,7 +449,7 @@ fn files_are_the_paths_the_code_builds() {
     let lock = crate::cmd::evidence(&spec).lock_of(pass).unwrap();
     assert_eq!(
         lock.display().to_string(),
-        instance(&find(crate::liveness::HOLDER_LOCK_SUFFIX), store, pass)
+        instance(&find(crate::files::HOLDER_LOCK_SUFFIX), store, pass)
     );
     let wake_dir = crate::cmd::run::wake::dir(&spec).unwrap();
     let wake = crate::cmd::run::wake::file_of(&wake_dir, pass).unwrap();
@@ -567,7 +568,7 @@ fn signals_are_what_supervise_does() {
         }
         assert_eq!(
             documented, forwarded,
-            "{}: SIGNALS is not supervise::FORWARDED{REGENERATE}",
+            "{}: SIGNALS is not spawn::FORWARDED{REGENERATE}",
             p.file
         );
         assert!(

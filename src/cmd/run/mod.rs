@@ -36,8 +36,10 @@ use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
 use crate::cmd::evidence;
-use crate::liveness::{remove_stale_lock, this_process, Evidence, HolderLock};
+use crate::evidence::Evidence;
+use crate::files::{remove_stale_lock, HolderLock};
 use crate::policy::lease::{Eviction, Holder, LeaseKey};
+use crate::process::this_process;
 use crate::report::{escape, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
@@ -164,7 +166,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     // record in the same transaction that takes the slot (or queues).
     let env = [
         (crate::spawn::JOB_ENV, settings.job.clone()),
-        (crate::liveness::PASS_ENV, pass_id.clone()),
+        (crate::process::identity::PASS_ENV, pass_id.clone()),
     ];
     let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;

@@ -8,8 +8,8 @@ use anyhow::Result;
 
 use super::{notify, paused_line, report_evictions, wake, Ctx, Holding, Planned, Queued, Taken};
 use crate::cmd::queued_pass;
+use crate::evidence::StoreReach;
 use crate::exit;
-use crate::liveness::StoreReach;
 use crate::policy::lease::{decide_waiter, Eviction, WaiterDecision};
 use crate::policy::outcome::Outcome;
 use crate::policy::pause;
