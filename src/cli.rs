@@ -60,6 +60,12 @@ pub enum Command {
     /// without releasing is freed at once on the same machine; elsewhere
     /// its lease lapses within one window. A holder believed alive is never
     /// freed, even past its lease, unless it held past its max hold.
+    ///
+    /// With --containers, the work the command hands to a container engine
+    /// (docker compose run, podman run) is part of the pass: its containers
+    /// carry the label in JOBRUN_LABEL, the pass lives while its processes
+    /// or those containers run, and the slot is released only once the
+    /// engine says none of them runs.
     Run(RunArgs),
     /// Show every job: state, holder, evidence, queue, last outcome.
     ///
@@ -81,7 +87,9 @@ pub enum Command {
     /// is dead, or when its lease lapsed and nothing shows it alive. Queue
     /// rows of dead waiters (ghosts) are removed too. A holder believed
     /// alive is kept unless --force is given, the operator's deliberate
-    /// override, which is logged; a live waiter is never removed.
+    /// override, which is logged; a live waiter is never removed. Clearing
+    /// never stops anything: of a --containers pass, it says which
+    /// containers still run.
     ///
     /// The next pass of a job frees a dead holder by itself: clear-locks is
     /// for an operator who wants a lock gone now, or wants to see why it
@@ -97,7 +105,10 @@ pub enum Command {
     /// and releases its lock at once. A pass whose wrapper is gone but
     /// whose command runs on (orphaned) has its process group signalled
     /// directly. Anything it cannot verify (another host, boot or
-    /// namespace, a reused pid) is listed and never signalled.
+    /// namespace, a reused pid) is listed and never signalled. The
+    /// containers of a --containers pass, orphaned or not, are stopped
+    /// through its engine by the pass's label (ENGINE stop -t, with
+    /// --kill-after or 10 seconds).
     ///
     /// Used by upgrade scripts after pause: --wait waits until the
     /// signalled passes released their locks, and --kill-after KILLs a
@@ -163,6 +174,15 @@ pub enum OnLostArg {
     Continue,
     /// Stop the child as if the wrapper had received TERM.
     Term,
+}
+
+/// `--containers`, as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContainersArg {
+    /// Docker (and docker compose): asks `docker` from the judge's PATH.
+    Docker,
+    /// Podman: asks `podman` from the judge's PATH.
+    Podman,
 }
 
 #[derive(Debug, Args)]
@@ -246,6 +266,13 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_COALESCED_EXIT_CODE", default_value_t = 0,
           value_parser = clap::value_parser!(i32).range(0..=255), value_name = "CODE")]
     pub coalesced_exit_code: i32,
+
+    /// The command hands its work to this container engine: the pass gets
+    /// JOBRUN_LABEL to label its containers with, and whoever judges or
+    /// stops the pass asks the engine about that label. The pass lives
+    /// while its processes or its containers run.
+    #[arg(long, env = "JOBRUN_CONTAINERS", value_enum, value_name = "ENGINE")]
+    pub containers: Option<ContainersArg>,
 
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,

@@ -11,6 +11,7 @@
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;
+pub(crate) mod engine;
 pub(crate) mod evidence;
 pub(crate) mod exit;
 pub(crate) mod files;

@@ -128,6 +128,10 @@ pub struct SlotStatus {
     pub expires_in_ms: i64,
     pub max_hold_ms: i64,
     pub command: Vec<String>,
+    /// The container engine the pass declared (`run --containers`), whose
+    /// answer about the pass's label is part of the verdict.
+    #[serde(default)]
+    pub containers: Option<String>,
 }
 
 /// Who holds a slot: the wrapper's host and pid, and the command's pid
@@ -250,6 +254,7 @@ mod tests {
                     expires_in_ms: 298000,
                     max_hold_ms: 86400000,
                     command: vec!["./poll".into()],
+                    containers: Some("podman".into()),
                 }],
                 queue: QueueStatus {
                     length: 1,
@@ -361,6 +366,7 @@ mod tests {
           "command": [
             "./poll"
           ],
+          "containers": "podman",
           "expires_in_ms": 298000,
           "held_ms": 12000,
           "holder": {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use crate::cli::RunArgs;
+use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::pause::PauseScope;
 use crate::store::StoreSpec;
@@ -275,6 +276,8 @@ pub struct RunSettings {
     pub coalesce: bool,
     pub coalesced_exit_code: i32,
     pub keep_history: u32,
+    /// The container engine the command hands its work to.
+    pub containers: Option<Engine>,
 }
 
 impl RunSettings {
@@ -321,6 +324,10 @@ impl RunSettings {
             coalesce: a.coalesce,
             coalesced_exit_code: a.coalesced_exit_code,
             keep_history: a.keep_history,
+            containers: a.containers.map(|c| match c {
+                crate::cli::ContainersArg::Docker => Engine::Docker,
+                crate::cli::ContainersArg::Podman => Engine::Podman,
+            }),
         })
     }
 }

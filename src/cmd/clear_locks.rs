@@ -1,20 +1,50 @@
 //! `jobrun clear-locks`: show each held lock with its evidence verdict and
 //! clear those whose holder is dead, or whose lease lapsed with no evidence
 //! of life. A holder believed alive is cleared only with `--force`, the
-//! operator's deliberate override, and that is logged.
+//! operator's deliberate override, and that is logged. Clearing frees the
+//! slot and nothing else: it never signals a process nor stops a
+//! container, and says which of a pass's containers still run.
 
 use anyhow::Result;
 
 use crate::cli::ClearArgs;
 use crate::cmd::{evidence, holder_name, judged, queued_pass};
+use crate::engine::{self, Seen};
+use crate::evidence::Evidence;
 use crate::exit;
 use crate::files::remove_stale_lock;
-use crate::policy::lease::{decide, decide_waiter, Decision, FreeReason, WaiterDecision};
+use crate::policy::containers::Engine;
+use crate::policy::lease::{decide, decide_waiter, Decision, FreeReason, LeaseRow, WaiterDecision};
 use crate::policy::Liveness;
 use crate::report::escape;
 use crate::say;
 use crate::settings::job_names;
 use crate::store::StoreSpec;
+
+/// What runs on of a container pass whose slot was just freed: clearing a
+/// lock never stops containers (only `stop-due` does, by label), so the
+/// operator is told what still runs, as the engine says it now.
+fn containers_left(l: &LeaseRow, evidence: &Evidence) -> Option<String> {
+    let engine = Engine::parse(l.containers.as_deref()?)?;
+    let label = engine::label(&l.pass_id)?;
+    let name = engine.as_str();
+    match evidence.ask_engine(engine, &l.holder, &l.pass_id) {
+        Seen::Running(ids) => {
+            let ids: Vec<&str> = ids.iter().map(|i| i.short()).collect();
+            Some(format!(
+                "its container(s) {} still run: clear-locks never stops containers \
+                 (`{name} stop {}` does; `{name} ps --filter label={label}` lists them)",
+                ids.join(", "),
+                ids.join(" ")
+            ))
+        }
+        Seen::NoneRunning => None,
+        Seen::NoAnswer(why) => Some(format!(
+            "its containers (label {label}) may still run: {}",
+            escape(&why)
+        )),
+    }
+}
 
 pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     let names = job_names(&a.targets.names)?;
@@ -46,6 +76,9 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
                         say!("{head}: cleared by --force over a live holder");
                     }
                     println!("{head}: cleared: {why}");
+                    if let Some(left) = containers_left(&l, &evidence) {
+                        println!("{head}: {left}");
+                    }
                     cleared += 1;
                 } else {
                     println!("{head}: kept: it changed while being cleared (renewed or released)");

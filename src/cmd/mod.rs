@@ -24,12 +24,27 @@ pub fn evidence(spec: &StoreSpec) -> Evidence {
     Evidence::new(Identity::current(), spec.reach(), holders)
 }
 
+/// Judge the holder of a lease: its processes and, when its pass declared
+/// a container engine, its containers, the two combined by
+/// `policy::containers::combine`. Every judge of a lease (a pass
+/// reconciling, a waiter promoting, status, clear-locks, stop-due) comes
+/// here, outside any store transaction: the probes read /proc and run the
+/// engine. (A queued pass needs no engine: its command is held before exec
+/// until the promotion that removes its queue row.)
+pub fn judge_lease(evidence: &Evidence, l: &LeaseRow) -> Verdict {
+    let v = evidence.judge(&l.holder, &l.pass_id);
+    match &l.containers {
+        Some(engine) => evidence.with_containers(&l.holder, &l.pass_id, engine, v),
+        None => v,
+    }
+}
+
 /// Judge every lease, probing outside any store transaction.
 pub fn judged(leases: Vec<LeaseRow>, evidence: &Evidence) -> Vec<(LeaseRow, Verdict)> {
     leases
         .into_iter()
         .map(|l| {
-            let v = evidence.judge(&l.holder, &l.pass_id);
+            let v = judge_lease(evidence, &l);
             (l, v)
         })
         .collect()

@@ -96,6 +96,7 @@ fn slot_status(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> SlotStatus {
         expires_in_ms: l.expires_in_ms,
         max_hold_ms: l.max_hold_ms,
         command: l.argv.clone(),
+        containers: l.containers.clone(),
     }
 }
 
@@ -261,10 +262,14 @@ fn print_table(jobs: &[JobStatus]) {
                 expiry_ms(s.expires_in_ms)
             );
             row!(
-                "    since {}, token {}, {}",
+                "    since {}, token {}, {}{}",
                 s.since,
                 s.token,
-                expiry_words(s.expires_in_ms)
+                expiry_words(s.expires_in_ms),
+                s.containers
+                    .as_ref()
+                    .map(|c| format!(", containers: {}", trunc(&escape(c), 10)))
+                    .unwrap_or_default()
             );
             row!(
                 "    {}: {}",

@@ -2,16 +2,20 @@
 //! it can verify as the recorded holder, so each forwards to its child,
 //! waits, releases its lock at once and records the pass as stopped.
 //! Anything it cannot verify (another host, boot or PID namespace, a reused
-//! pid) is listed and never signalled.
+//! pid) is listed and never signalled. The containers of a pass that
+//! declared a container engine are stopped through that engine, by the
+//! pass's label (`engine`), whether its wrapper lives or not.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use crate::cli::StopArgs;
-use crate::cmd::{evidence, holder_name};
+use crate::cmd::{evidence, holder_name, judge_lease};
+use crate::engine::{self, Seen, Stopping};
 use crate::evidence::{Evidence, Sight, Verified};
 use crate::exit;
+use crate::policy::containers::Engine;
 use crate::policy::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
 use crate::process::stat;
 use crate::report::escape;
@@ -76,6 +80,7 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
         },
         Err(e) => format!("wrapper pid {}: {e}", l.holder.wrapper.pid),
     };
+    // The processes alone: an orphaned group is signalled member by member.
     let v = evidence.judge(&l.holder, &l.pass_id);
     match l.holder.child {
         Some(c) if v.orphaned => Ok(Target::Group(c.pid, l.pass_id.clone())),
@@ -92,8 +97,11 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     } = StopSettings::resolve(&a)?;
     let mut store = spec.open_existing()?;
     let evidence = evidence(&spec);
-    let mut signalled: Vec<(LeaseRow, Target)> = Vec::new();
+    let mut signalled: Vec<LeaseRow> = Vec::new();
+    let mut stopping: Vec<(String, Stopping)> = Vec::new();
     let mut failed = 0;
+    // The engine's TERM-then-KILL, as a pass's own --kill-after does it.
+    let grace = kill_after.unwrap_or(engine::STOP_GRACE);
     for l in store.leases(&names)? {
         let head = format!(
             "{} slot {} token {} held by {}",
@@ -102,12 +110,31 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             l.token,
             holder_name(&l)
         );
+        // The engine is asked first: what runs when stop-due comes is what
+        // it stops (the TERM a wrapper forwards may end a container a moment
+        // later, and the stop then finds it gone).
+        let listed = l
+            .containers
+            .as_deref()
+            .map(|declared| match Engine::parse(declared) {
+                Some(engine) => (
+                    Some(engine),
+                    evidence.ask_engine(engine, &l.holder, &l.pass_id),
+                ),
+                None => (
+                    None,
+                    Seen::NoAnswer(format!(
+                        "it declared an engine this jobrun does not know ({declared})"
+                    )),
+                ),
+            });
+        let mut acted = false;
         match target(&l, &evidence) {
             Ok(t) => match t.signal(libc::SIGTERM, dry_run) {
                 Ok(what) => {
                     let verb = if dry_run { "would signal" } else { "signalled" };
                     println!("{head}: {verb} {what} (TERM)");
-                    signalled.push((l, t));
+                    acted = true;
                 }
                 // Verified, yet the signal failed (EPERM: another user's
                 // pass): it still runs, and the caller must know.
@@ -119,12 +146,54 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             },
             Err(why) => println!("{head}: not signalled: {why}"),
         }
+        match listed {
+            Some((Some(engine), Seen::Running(ids))) => {
+                let verb = if dry_run { "would stop" } else { "stopping" };
+                let shown: Vec<&str> = ids.iter().map(|i| i.short()).collect();
+                println!(
+                    "{head}: {verb} container(s) {} by label {} ({} stop -t {})",
+                    shown.join(", "),
+                    engine::label(&l.pass_id).unwrap_or_default(),
+                    engine.as_str(),
+                    engine::stop_seconds(grace)
+                );
+                if !dry_run {
+                    let stop = Stopping::start(engine, &l.pass_id, ids, grace);
+                    stopping.push((head.clone(), stop));
+                }
+                acted = true;
+            }
+            Some((_, Seen::NoAnswer(why))) => {
+                println!("{head}: containers not stopped: {}", escape(&why));
+            }
+            _ => {}
+        }
+        if acted {
+            signalled.push(l);
+        }
     }
     if dry_run {
         println!("would signal {} in-flight job process(es)", signalled.len());
         return Ok(exit::OK);
     }
+    // The engines stop their containers at once, each within its grace.
+    let mut stopped = 0;
+    for (head, s) in stopping {
+        match s.finish() {
+            Ok(ids) => {
+                println!("{head}: stopped container(s) {ids}");
+                stopped += 1;
+            }
+            Err(why) => {
+                println!("{head}: {}", escape(&why));
+                failed += 1;
+            }
+        }
+    }
     println!("signaled {} in-flight job process(es)", signalled.len());
+    if stopped > 0 {
+        println!("stopped the containers of {stopped} pass(es) by label");
+    }
     if failed > 0 {
         println!("could not signal {failed} in-flight job process(es)");
     }
@@ -142,14 +211,14 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         let current = store.leases(&names)?;
         let mut remaining: Vec<&LeaseRow> = current
             .iter()
-            .filter(|l| signalled.iter().any(|(s, _)| s.key() == l.key()))
+            .filter(|l| signalled.iter().any(|s| s.key() == l.key()))
             .collect();
         // A pass whose holder is now dead (an orphaned pass whose command
         // was stopped; a wrapper whose release failed) releases nothing by
         // itself: free it by the evidence rules, as clear-locks would.
         let mut freed = 0;
         for l in &remaining {
-            let v = evidence.judge(&l.holder, &l.pass_id);
+            let v = judge_lease(&evidence, l);
             if let Decision::Free(ev, FreeReason::Dead) = decide(l, v.liveness, false) {
                 if store.evict(&l.job, &ev)? {
                     println!(

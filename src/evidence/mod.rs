@@ -12,6 +12,7 @@
 //! Probes read `/proc` and take file locks, so callers run them outside any
 //! store transaction.
 
+mod containers;
 mod verify;
 
 use std::path::PathBuf;

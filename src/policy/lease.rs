@@ -182,6 +182,9 @@ pub struct LeaseRow {
     pub cwd: String,
     /// The `--slots` the holder asked for.
     pub slots: u32,
+    /// The container engine the pass declared (`--containers`), as the
+    /// store keeps it: a name for `Engine::parse`, never a command.
+    pub containers: Option<String>,
     pub stamps: Stamps,
     pub lease_ms: i64,
     pub max_hold_ms: i64,
@@ -217,6 +220,7 @@ impl LeaseRow {
             argv,
             cwd,
             slots,
+            containers: None,
             lease_ms: stamps.lease_ms,
             max_hold_ms: stamps.max_hold_ms,
             acquired_at_ms: stamps.acquired_ms,
@@ -267,6 +271,8 @@ pub struct WaiterRow {
     pub argv: Vec<String>,
     pub cwd: String,
     pub slots: u32,
+    /// As `LeaseRow::containers`.
+    pub containers: Option<String>,
     pub stamps: Stamps,
     pub arrived_at_ms: i64,
     pub waited_ms: i64,
@@ -295,6 +301,7 @@ impl WaiterRow {
             argv,
             cwd,
             slots,
+            containers: None,
             arrived_at_ms: stamps.acquired_ms,
             // Shown to operators as a wait: on the store's wall clock.
             waited_ms: clock.now_ms.saturating_sub(stamps.acquired_ms),

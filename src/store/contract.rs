@@ -13,6 +13,7 @@ use super::sqlite::SqliteStore;
 use super::{
     Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Store, StorePin, StoreSpec,
 };
+use crate::policy::containers::Engine;
 use crate::policy::lease::{EvictIf, Eviction, Holder, LeaseKey, Proc, WaiterDecision, MIN_LEASE};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::PauseScope;
@@ -139,6 +140,7 @@ fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
         slots,
         lease: LEASE,
         max_hold: Duration::from_secs(60),
+        containers: None,
     }
 }
 
@@ -407,6 +409,33 @@ fn identical_queued_passes_coalesce(s: &mut Subject) {
     ));
 }
 
+/// The engine a pass declares is kept with its queue row and with the
+/// lease it is promoted to, and read back as the store keeps it; a row
+/// written by a jobrun that knew no engines reads as none.
+fn the_declared_engine_is_kept_with_the_pass(s: &mut Subject) {
+    let mut boxed = req("e", "w", 1);
+    boxed.containers = Some(Engine::Podman);
+    let held = take(s, "e", "a");
+    let Enqueue::Queued(id) = s.store.enqueue(&boxed, None).unwrap() else {
+        panic!("queued")
+    };
+    let waiters = s.store.waiters(&["e".into()]).unwrap();
+    assert_eq!(waiters[0].containers.as_deref(), Some("podman"));
+    let leases = s.store.leases(&["e".into()]).unwrap();
+    assert_eq!(leases[0].containers, None);
+    assert!(s.store.release(&held, None).unwrap());
+    let got = s.store.promote(id, &boxed, &[]).unwrap().result;
+    assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
+    let leases = s.store.leases(&["e".into()]).unwrap();
+    assert_eq!(leases[0].pass_id, "w");
+    assert_eq!(leases[0].containers.as_deref(), Some("podman"));
+    // Whatever a writer of the store put there is read as text, for the
+    // judge to refuse.
+    (s.forge)("UPDATE leases SET containers = '/bin/sh -c id' WHERE job = 'e'");
+    let leases = s.store.leases(&["e".into()]).unwrap();
+    assert_eq!(leases[0].containers.as_deref(), Some("/bin/sh -c id"));
+}
+
 fn pauses_have_a_scope(s: &mut Subject) {
     s.store
         .pause(&PauseScope::All, Some("upgrade"), None)
@@ -516,6 +545,11 @@ fn waiter_removal() {
 #[test]
 fn coalescing() {
     both(identical_queued_passes_coalesce);
+}
+
+#[test]
+fn the_declared_container_engine() {
+    both(the_declared_engine_is_kept_with_the_pass);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::evidence::StoreReach;
+use crate::policy::containers::Engine;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
@@ -207,6 +208,8 @@ pub struct AcquireRequest {
     pub slots: u32,
     pub lease: Duration,
     pub max_hold: Duration,
+    /// The container engine the pass declared (`--containers`).
+    pub containers: Option<Engine>,
 }
 
 /// The result of trying to take a slot.

@@ -18,12 +18,12 @@ pub const HOLDER_COLS: &str =
 /// Every column of a lease row.
 pub const LEASE_COLS: &str = "job, slot, token, pass_id, host, boot_id, pid_ns, wrapper_pid, \
      wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, max_hold_ms, \
-     acquired_ms, renewed_ms, expires_ms, acquired_boot_ms, renewed_boot_ms";
+     acquired_ms, renewed_ms, expires_ms, acquired_boot_ms, renewed_boot_ms, containers";
 
 /// Every column of a queue row that jobrun reads.
 pub const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_pid, \
      wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, \
-     arrived_ms, renewed_ms, renewed_boot_ms";
+     arrived_ms, renewed_ms, renewed_boot_ms, containers";
 
 /// Every column of a history row that jobrun reads.
 pub const PASS_COLS: &str = "job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
@@ -93,7 +93,7 @@ pub fn lease_row(r: &Row, clock: &Clock) -> LeaseRow {
         lease_ms: r.int("lease_ms"),
         max_hold_ms: r.int("max_hold_ms"),
     };
-    LeaseRow::new(
+    let mut row = LeaseRow::new(
         key,
         r.text("pass_id"),
         holder_of(r),
@@ -102,7 +102,9 @@ pub fn lease_row(r: &Row, clock: &Clock) -> LeaseRow {
         slots_of(r),
         stamps,
         clock,
-    )
+    );
+    row.containers = r.opt_text("containers");
+    row
 }
 
 /// A queue row read by `WAITER_COLS`, aged on `clock`.
@@ -115,7 +117,7 @@ pub fn waiter_row(r: &Row, clock: &Clock) -> WaiterRow {
         lease_ms: r.int("lease_ms"),
         max_hold_ms: i64::MAX,
     };
-    WaiterRow::new(
+    let mut row = WaiterRow::new(
         r.int("id"),
         r.text("job"),
         r.text("pass_id"),
@@ -125,7 +127,9 @@ pub fn waiter_row(r: &Row, clock: &Clock) -> WaiterRow {
         slots_of(r),
         stamps,
         clock,
-    )
+    );
+    row.containers = r.opt_text("containers");
+    row
 }
 
 /// A history row read by `PASS_COLS`. An outcome this jobrun does not know

@@ -9,6 +9,7 @@ use super::rows::{
 };
 use super::sql::{marks, millis, Conn, Value};
 use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError};
+use crate::policy::containers::Engine;
 use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
 use crate::policy::outcome::PassRecord;
 use crate::policy::pause::{self, Pause, PauseScope};
@@ -214,6 +215,7 @@ pub fn take_slot(
         now.saturating_add(lease_ms).into(),
         clock.boot_ms().into(),
         clock.boot_ms().into(),
+        req.containers.map(Engine::as_str).into(),
     ]);
     c.exec(
         &format!(

@@ -24,6 +24,7 @@ use super::{
     StorePin, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
+use crate::policy::containers::Engine;
 use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
@@ -291,6 +292,7 @@ impl<B: Backend> Store for SqlStore<B> {
                     argv: &req.argv,
                     cwd: &req.cwd,
                     exact,
+                    containers: req.containers,
                 };
                 if let Some(w) = coalesce::joins(&queued, me) {
                     return Ok(Enqueue::Coalesced(w.pass_id.clone()));
@@ -308,12 +310,13 @@ impl<B: Backend> Store for SqlStore<B> {
                 now.into(),
                 now.saturating_add(lease_ms).into(),
                 clock.boot_ms().into(),
+                req.containers.map(Engine::as_str).into(),
             ]);
             let rows = c.query(
                 &format!(
                     "INSERT INTO waiters (job, pass_id, {HOLDER_COLS}, argv, cwd, slots, \
-                     lease_ms, arrived_ms, renewed_ms, expires_ms, renewed_boot_ms) \
-                     VALUES ({}) RETURNING id",
+                     lease_ms, arrived_ms, renewed_ms, expires_ms, renewed_boot_ms, \
+                     containers) VALUES ({}) RETURNING id",
                     marks(1, values.len())
                 ),
                 &values,

@@ -4,6 +4,7 @@
 
 mod badinput;
 mod compat;
+mod containers;
 mod evidence;
 mod faults;
 mod figures;

@@ -47,7 +47,8 @@ pub fn json_output(r: &mut Roff) {
     "verdict": {"liveness": "alive", "reason": "pid 4242 is running"},
     "since": "2026-11-29T10:00:00Z",
     "held_ms": 12000, "renewed_ago_ms": 2000, "expires_in_ms": 298000,
-    "max_hold_ms": 86400000, "command": ["./poll"]}],
+    "max_hold_ms": 86400000, "command": ["./poll"],
+    "containers": null | "docker" | "podman"}],
   "queue": {"length": 1, "head_waited_ms": 5000,
     "waiters": [{"position": 1, "pass_id": "...",
                  "holder": {"host": "web1", "pid": 4301},
@@ -63,7 +64,8 @@ pub fn json_output(r: &mut Roff) {
             "`store` names the store read (a URL without its password); `state` is {}; \
              `liveness` is alive, dead or unknown; `paused` is the first of `pauses`, every \
              pause standing on the job (`owner` null for a pause without `--as`; `all` for \
-             `pause --all`).",
+             `pause --all`); `containers` is the engine a pass declared with `run \
+             --containers`, whose answer about the pass's label the verdict includes.",
             either(&states)
         ),
     );
@@ -186,7 +188,8 @@ jobrun history feeds.poll --limit 5  # last passes, outcomes",
         ),
         (
             State::Orphaned,
-            "The wrapper died but the command runs on: `stop-due` stops it.",
+            "The wrapper died but the command, or a container of a `--containers` pass, \
+             runs on: `stop-due` stops it (a container by its label, through its engine).",
         ),
         (
             State::Free,
@@ -204,7 +207,9 @@ pub fn sub_examples(r: &mut Roff, sub: &str) {
     let example = match sub {
         "run" => {
             "jobrun run --lease 2m -E 75 feeds.poll -- /srv/app/bin/poll-due-feeds
-jobrun run --slots 3 --wait 10m thumbs.render -- ./render --fast"
+jobrun run --slots 3 --wait 10m thumbs.render -- ./render --fast
+jobrun run --containers docker feeds.poll -- \\
+    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'"
         }
         "status" => {
             "jobrun status

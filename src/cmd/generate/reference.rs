@@ -147,7 +147,7 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
 ];
 
 /// The variables jobrun gives the command.
-pub const COMMAND_VARIABLES: [(&str, &str); 4] = [
+pub const COMMAND_VARIABLES: [(&str, &str); 5] = [
     (crate::spawn::JOB_ENV, "The job's name."),
     (
         crate::spawn::TOKEN_ENV,
@@ -163,6 +163,12 @@ pub const COMMAND_VARIABLES: [(&str, &str); 4] = [
         crate::process::identity::PASS_ENV,
         "The pass's unique id, as `status` and `history` show it; everything the command \
          starts inherits it.",
+    ),
+    (
+        crate::engine::LABEL_ENV,
+        "With `--containers` only: `jobrun.pass=` and the pass's id, the label its \
+         containers must carry (`--label \"$JOBRUN_LABEL\"`); whoever judges or stops the \
+         pass asks the engine about that label.",
     ),
 ];
 

@@ -19,9 +19,11 @@
 //!
 //! `run()` here prepares a pass: it opens and pins the store, takes the
 //! holder lock and forks the command. `pass.rs` takes the slot, runs the
-//! command and releases; `queue.rs` waits in line; `wake.rs` and
-//! `notify.rs` wake waiters on this machine and across hosts.
+//! command and releases; `containers.rs` keeps the slot while the
+//! containers of a `--containers` pass run on; `queue.rs` waits in line;
+//! `wake.rs` and `notify.rs` wake waiters on this machine and across hosts.
 
+mod containers;
 mod notify;
 mod pass;
 mod queue;
@@ -151,6 +153,17 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
     let started_ms = now_ms();
     let started = Instant::now();
+    // A pass whose containers could be neither judged nor stopped here
+    // would be judged by its processes alone: refused before anything.
+    if let Some(engine) = settings.containers {
+        if !crate::engine::installed(engine) {
+            anyhow::bail!(
+                "--containers {0}: {0} is not in PATH, so the pass's containers could be \
+                 neither judged nor stopped; install it or set PATH",
+                engine.as_str()
+            );
+        }
+    }
     let mut store = spec.open()?;
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
     let evidence = evidence(&spec);
@@ -164,10 +177,15 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     };
     // The command is forked now and held before exec: its pid goes on
     // record in the same transaction that takes the slot (or queues).
-    let env = [
+    let mut env = vec![
         (crate::spawn::JOB_ENV, settings.job.clone()),
         (crate::process::identity::PASS_ENV, pass_id.clone()),
     ];
+    if settings.containers.is_some() {
+        if let Some(label) = crate::engine::label(&pass_id) {
+            env.push((crate::engine::LABEL_ENV, label));
+        }
+    }
     let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
     let holder = Holder {
@@ -188,6 +206,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         slots: settings.slots,
         lease: settings.lease,
         max_hold: settings.max_hold,
+        containers: settings.containers,
     };
     let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),

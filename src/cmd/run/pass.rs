@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared, Taken};
 use crate::clock::now_ms;
-use crate::cmd::{holder_name, judged};
+use crate::cmd::{holder_name, judge_lease, judged};
 use crate::evidence::StoreReach;
 use crate::exit;
 use crate::policy::coalesce::{self, Invocation};
@@ -125,6 +125,7 @@ impl Ctx {
             argv: &self.settings.argv_text,
             cwd: &self.req.cwd,
             exact: self.settings.argv_exact,
+            containers: self.settings.containers,
         }
     }
 
@@ -145,7 +146,7 @@ impl Ctx {
             let queued = self.store.get()?.waiters(jobs)?.len();
             let line = match leases.first() {
                 Some(l) => {
-                    let v = self.evidence.judge(&l.holder, &l.pass_id);
+                    let v = judge_lease(&self.evidence, l);
                     let more = if leases.len() > 1 {
                         format!(" (+{} more)", leases.len() - 1)
                     } else {
@@ -352,11 +353,16 @@ impl Holding {
             ctx.settings.on_lost,
             &label,
         );
+        let exec_failed = child.exec_failure(&ctx.settings.argv_text[0]);
+        if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {
+            // The containers it started are the pass's work too.
+            ctx.outlast_containers(engine, &label, &ended);
+        }
         let (renewer_exit, lent) = renewer.stop();
         if let (true, Some(lease)) = (fleet, lent) {
             ctx.store = lease.into_store();
         }
-        if let Some(e) = child.exec_failure(&ctx.settings.argv_text[0]) {
+        if let Some(e) = exec_failed {
             say!("{}: {}", ctx.label(), e.message);
             ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
             return Ok(e.code);

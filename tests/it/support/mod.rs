@@ -1,10 +1,11 @@
 //! What the behaviour modules share, and nothing else: the TestEnv (a
 //! temporary store and the real binary), an assertion builder for one
-//! command, passes to act on, direct access to a store's tables, servers
-//! and users a test owns. Behaviour modules import from here only, never
+//! command, passes to act on, direct access to a store's tables, servers,
+//! users and a container engine a test owns. Behaviour modules import from here only, never
 //! from each other.
 
 pub mod assert;
+pub mod engine;
 pub mod env;
 pub mod pass;
 pub mod pg;
@@ -12,6 +13,7 @@ pub mod store;
 pub mod user;
 
 pub use assert::{exits, Jobrun};
+pub use engine::Podman;
 pub use env::{alive, held_child, kill, pg_server, script, wait_until, Kind, TestEnv, BIN};
 pub use pass::{kill_pass, start_pass, WEB2};
 pub use pg::OwnServer;
