@@ -3,8 +3,10 @@
 //! outlives its wrapper and client keeps the slot until it ends, an engine
 //! that cannot answer is unknown and never frees a slot, `stop-due` stops
 //! containers by label (an orphaned pass's too), `clear-locks --force`
-//! frees the slot and says the container runs on, and a forged row makes
-//! jobrun ask about, and stop, only containers with that row's exact label.
+//! frees the slot and says the container runs on, a container that
+//! outlives its command keeps its pass running, another host's container
+//! pass is left to its lease, and a forged row makes jobrun ask about, and
+//! stop, only containers with that row's exact label.
 //!
 //! Where no engine can run at all, each test says so and skips
 //! (`Podman::new`).
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use jobrun::model::{Liveness, SlotStatus, State, StatusReport};
 
 use crate::support::{
-    alive, both_stores, kill, script, store_exec, wait_until, Jobrun, Kind, Podman, TestEnv,
+    alive, both_stores, kill, script, store_exec, wait_until, Jobrun, Kind, Podman, TestEnv, WEB2,
 };
 
 const START: Duration = Duration::from_secs(30);
@@ -53,10 +55,12 @@ fn slot(env: &TestEnv, engine: &Podman, job: &str) -> Option<SlotStatus> {
 /// container is `name`; back once the container runs and the store
 /// records the command.
 fn start(env: &TestEnv, engine: &Podman, job: &str, name: &str, lease: &str) -> Pass {
-    start_with(env, engine, job, name, lease, false)
+    start_pass(env, engine, job, name, lease, false)
 }
 
-fn start_with(
+/// As `start`; `detach`: the command is `podman run -d`, which returns as
+/// soon as the container runs.
+fn start_pass(
     env: &TestEnv,
     engine: &Podman,
     job: &str,
@@ -383,7 +387,7 @@ fn a_detached_container_keeps_its_pass_running(env: &TestEnv) {
     let Some(engine) = Podman::new(env) else {
         return;
     };
-    let p = start_with(env, &engine, "j", "first", "3s", true);
+    let p = start_pass(env, &engine, "j", "first", "3s", true);
     assert!(
         wait_until(START, || env
             .stderr_of("first")
@@ -392,11 +396,20 @@ fn a_detached_container_keeps_its_pass_running(env: &TestEnv) {
         env.stderr_of("first")
     );
     assert!(!alive(p.child), "podman run -d returned");
-    // Renewed while the container runs: never lapsed, and a rival skips.
-    std::thread::sleep(Duration::from_secs(4));
-    let s = slot(env, &engine, "j").unwrap();
+    // Renewed while the container runs: held past a whole lease, never
+    // lapsed, and a rival skips.
+    let mut s = None;
+    assert!(
+        wait_until(START, || {
+            s = slot(env, &engine, "j");
+            s.as_ref().is_some_and(|s| s.held_ms > 4_000)
+        }),
+        "{s:?}"
+    );
+    let s = s.unwrap();
     assert!(s.expires_in_ms > 0, "not renewed: {s:?}");
     assert_eq!(s.state, State::Running, "{s:?}");
+    assert!(s.verdict.reason.starts_with("container "), "{s:?}");
     Jobrun::new(env)
         .envs(engine.vars())
         .args(["run", "-E", "75", "j", "--", "touch", "rival.ran"])
@@ -548,9 +561,72 @@ fn forged_rows_reach_only_their_exact_label(env: &TestEnv) {
     assert_eq!(engine.all_running().len(), 4, "something was stopped");
 }
 
+/// A container pass recorded by another host: this host's engine is not
+/// that host's, so it is not asked (even where, as here, it would see the
+/// container): unknown, kept while the lease runs, never stopped from here,
+/// and freed once the lease has lapsed.
+fn another_hosts_container_pass_is_left_to_its_lease(env: &TestEnv) {
+    let Some(engine) = Podman::new(env) else {
+        return;
+    };
+    let mut vars = engine.vars();
+    vars.extend(WEB2.iter().map(|(k, v)| (*k, v.to_string())));
+    let mut args = vec!["run", "--lease", "4s", "--containers", "podman", "j", "--"];
+    let command = engine.pass_command("remote", false);
+    args.extend(command.iter().map(String::as_str));
+    let wrapper = env.start_with("remote", &args, &Podman::var_refs(&vars));
+    assert!(engine.ready("remote"), "{}", env.stderr_of("remote"));
+    assert!(wait_until(START, || slot(env, &engine, "j")
+        .is_some_and(|s| s.holder.child_pid.is_some())));
+    let s = slot(env, &engine, "j").unwrap();
+    let label = format!("jobrun.pass={}", s.pass_id);
+    let unknown =
+        "unknown: its containers run on web2, whose podman cannot be asked from here; other \
+         host web2";
+    assert_eq!(
+        format!("{}: {}", s.verdict.liveness.as_str(), s.verdict.reason),
+        unknown,
+        "{s:?}"
+    );
+    Jobrun::new(env)
+        .envs(engine.vars())
+        .args(["run", "-E", "75", "j", "--", "touch", "rival.ran"])
+        .code(75)
+        .stderr_contains(format!("({unknown})"))
+        .run();
+    Jobrun::new(env)
+        .envs(engine.vars())
+        .args(["stop-due", "j"])
+        .code(0)
+        .stdout_contains(
+            "containers not stopped: its containers run on web2, whose podman cannot be asked \
+             from here",
+        )
+        .stdout_contains("signaled 0 in-flight job process(es)")
+        .run();
+    assert_eq!(engine.running(&label).len(), 1, "stopped from another host");
+    // Its wrapper and client die: still unknown here, until the lease lapses.
+    kill(wrapper as i32, libc::SIGKILL);
+    kill(-s.holder.child_pid.unwrap(), libc::SIGKILL);
+    assert!(env.wait_exit(wrapper, START).is_some());
+    assert!(
+        wait_until(START, || slot(env, &engine, "j")
+            .is_some_and(|s| s.state == State::Stale)),
+        "never stale"
+    );
+    Jobrun::new(env)
+        .envs(engine.vars())
+        .args(["run", "-E", "75", "j", "--", "touch", "next.ran"])
+        .code(0)
+        .stderr_contains("lease lapsed")
+        .run();
+    assert!(env.path("next.ran").exists());
+}
+
 both_stores!(
     a_container_outliving_its_wrapper_keeps_the_slot,
     forged_rows_reach_only_their_exact_label,
+    another_hosts_container_pass_is_left_to_its_lease,
 );
 
 #[test]
