@@ -44,6 +44,11 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 const SILENT_FOR: Duration = Duration::from_secs(60);
 /// The most of an engine's output that is kept.
 const OUTPUT_CAP: u64 = 64 * 1024;
+/// How long the output of an engine that has exited may take to be read.
+const READ_GRACE: Duration = Duration::from_millis(200);
+/// The stack of a thread that reads an engine's output: a wrapper that
+/// watches its containers stays within a few MiB.
+const READER_STACK: usize = 64 * 1024;
 
 /// The label of pass `pass_id`, when the id is one jobrun could have made.
 pub fn label(pass_id: &str) -> Option<String> {
@@ -316,14 +321,18 @@ impl Running {
             }
         };
         // Output still open after the engine exited (something it left
-        // behind holds it) counts against the same deadline.
-        let left = deadline.saturating_duration_since(Instant::now());
+        // behind holds it) counts against the same deadline, with a moment
+        // for the readers to hand over what they read.
+        let left = || {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(READ_GRACE)
+        };
         let out = self
             .stdout
-            .recv_timeout(left)
+            .recv_timeout(left())
             .map_err(|_| Failure::TimedOut)?;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let err = self.stderr.recv_timeout(left).unwrap_or_default();
+        let err = self.stderr.recv_timeout(left()).unwrap_or_default();
         if status.success() {
             return Ok(String::from_utf8_lossy(&out).into_owned());
         }
@@ -344,12 +353,17 @@ fn reader(pipe: Option<impl Read + Send + 'static>) -> Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     match pipe {
         Some(mut pipe) => {
-            std::thread::spawn(move || {
-                let mut kept = vec![];
-                let _ = (&mut pipe).take(OUTPUT_CAP).read_to_end(&mut kept);
-                let _ = std::io::copy(&mut pipe, &mut std::io::sink());
-                let _ = tx.send(kept);
-            });
+            // Without a thread the receiver is disconnected, which reads as
+            // an engine that did not answer.
+            let _ = std::thread::Builder::new()
+                .name("engine output".into())
+                .stack_size(READER_STACK)
+                .spawn(move || {
+                    let mut kept = vec![];
+                    let _ = (&mut pipe).take(OUTPUT_CAP).read_to_end(&mut kept);
+                    let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+                    let _ = tx.send(kept);
+                });
         }
         None => {
             let _ = tx.send(vec![]);
