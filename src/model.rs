@@ -292,6 +292,7 @@ mod tests {
                 exit_code: None,
                 signal: None,
                 outcome: Outcome::Skipped,
+                freed: None,
             }],
             summary: vec![Summary {
                 job: "feeds.poll".into(),
@@ -395,6 +396,7 @@ mod tests {
       "duration_ms": 0,
       "ended_at_ms": 1764410400001,
       "exit_code": null,
+      "freed": null,
       "host": "web1",
       "job": "feeds.poll",
       "outcome": "skipped",

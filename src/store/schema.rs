@@ -287,6 +287,18 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
         postgres:
             "CREATE TABLE IF NOT EXISTS jobrun_meta (key TEXT PRIMARY KEY, value {int} NOT NULL);",
     },
+    // who freed a pass that did not end itself (an abandoned holder or a
+    // ghost waiter), and why: every pass ends in exactly one history row
+    Step {
+        version: 6,
+        min_reader: 4,
+        sqlite: "ALTER TABLE history ADD COLUMN freed_reason TEXT; \
+                 ALTER TABLE history ADD COLUMN freed_by TEXT; \
+                 CREATE INDEX IF NOT EXISTS history_by_pass ON history (pass_id);",
+        postgres: "ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_reason TEXT; \
+                   ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_by TEXT; \
+                   CREATE INDEX IF NOT EXISTS history_by_pass ON history (pass_id);",
+    },
 ];
 
 /// Where a store's version is kept, for a step that is being applied: the

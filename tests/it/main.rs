@@ -2,6 +2,7 @@
 //! real stores. Behavioural tests run against SQLite and PostgreSQL from one
 //! body (`both_stores!`). What the modules share is in `support`.
 
+mod abandoned;
 mod badinput;
 mod compat;
 mod evidence;

@@ -216,6 +216,7 @@ impl Ctx {
             exit_code: code,
             signal,
             outcome,
+            freed: None,
         }
     }
 
