@@ -15,6 +15,7 @@ mod install;
 mod jobs;
 mod lease;
 mod operator;
+mod package;
 mod pg;
 mod queue;
 mod run;
