@@ -9,6 +9,7 @@ mod faults;
 mod figures;
 mod fleet;
 mod forged;
+mod frontpage;
 mod generated;
 mod input;
 mod install;
