@@ -191,8 +191,16 @@ fn limits_name_the_kernel_the_code_needs() {
             if p.is_dir() {
                 dirs.push(p);
             } else if let Ok(body) = fs::read_to_string(&p) {
-                for call in ["SYS_pidfd_open", "SYS_pidfd_send_signal", "SYS_pidfd_getfd"] {
-                    if body.contains(call) {
+                // Raw syscalls, or rustix's wrappers of them.
+                for (call, names) in [
+                    ("pidfd_open", ["SYS_pidfd_open", "process::pidfd_open"]),
+                    (
+                        "pidfd_send_signal",
+                        ["SYS_pidfd_send_signal", "process::pidfd_send_signal"],
+                    ),
+                    ("pidfd_getfd", ["SYS_pidfd_getfd", "process::pidfd_getfd"]),
+                ] {
+                    if names.iter().any(|n| body.contains(n)) {
                         calls.insert(call);
                     }
                 }
@@ -202,8 +210,8 @@ fn limits_name_the_kernel_the_code_needs() {
     let needed = calls
         .iter()
         .map(|c| match *c {
-            "SYS_pidfd_send_signal" => (5, 1),
-            "SYS_pidfd_open" => (5, 3),
+            "pidfd_send_signal" => (5, 1),
+            "pidfd_open" => (5, 3),
             _ => (5, 6),
         })
         .max()
