@@ -14,7 +14,7 @@ use crate::liveness::StoreReach;
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::Liveness;
-use crate::renewer::{Renewer, RenewerConfig, RenewerExit};
+use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
 use crate::store::{Acquire, Held, StoreHandle, StoreLease};
@@ -334,6 +334,7 @@ impl Pass {
             lease: self.settings.lease,
             max_hold,
             taken,
+            log: Log::stderr(),
         };
         Renewer::spawn(lease, cfg, move |exit| {
             let _ = events.send(match exit {
