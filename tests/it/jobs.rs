@@ -49,6 +49,8 @@ fn status_and_history_name_the_store(env: &TestEnv) {
         .args(["status", "known", "nosuch.job"])
         .code(1)
         .stdout_contains("known")
+        .stderr_lines(1)
+        .stderr_contains("nosuch.job: store ")
         .run();
     if env.kind == Kind::Postgres {
         // A password in the URL never shows (the test server trusts anyone).

@@ -4,13 +4,27 @@ use std::time::{Duration, Instant};
 
 use crate::support::{alive, both_stores, exits, kill, script, wait_until, Jobrun, TestEnv};
 
+/// A command that cannot start: exit `code` and one line saying why.
+fn cannot_start(env: &TestEnv, code: i32, command: &str, says: &str) {
+    Jobrun::new(env)
+        .args(["run", "j", "--", command])
+        .code(code)
+        .stderr_lines(1)
+        .stderr_contains(format!("jobrun: j: {command}: {says}"))
+        .run();
+}
+
 fn exit_codes_pass_through(env: &TestEnv) {
     exits(env, 0, &["run", "j", "--", "true"]);
     exits(env, 7, &["run", "j", "--", "sh", "-c", "exit 7"]);
     exits(env, 143, &["run", "j", "--", "sh", "-c", "kill -TERM $$"]);
-    exits(env, 127, &["run", "j", "--", "/nonexistent/cmd"]);
-    exits(env, 126, &["run", "j", "--", "/etc/hostname"]);
-    exits(env, 125, &["run", "j", "--lease", "1s", "--", "true"]);
+    cannot_start(env, 127, "/nonexistent/cmd", "command not found");
+    cannot_start(env, 126, "/etc/hostname", "cannot execute");
+    Jobrun::new(env)
+        .args(["run", "j", "--lease", "1s", "--", "true"])
+        .refused()
+        .stderr_contains("--lease 1s is too short")
+        .run();
     // Every pass that reached the store is recorded, nothing left held.
     assert_eq!(env.held("j"), 0);
     assert_eq!(
@@ -65,10 +79,14 @@ fn more_exit_codes(env: &TestEnv) {
     exits(env, 130, &["run", "j", "--", "sh", "-c", "kill -INT $$"]);
     // Not found on PATH (not only by path), and a directory is not
     // executable.
-    exits(env, 127, &["run", "j", "--", "jobrun-no-such-command"]);
-    exits(env, 126, &["run", "j", "--", "/"]);
+    cannot_start(env, 127, "jobrun-no-such-command", "command not found");
+    cannot_start(env, 126, "/", "cannot execute");
     // jobrun's own failure: a settings error, before anything ran.
-    exits(env, 125, &["run", "--max-hold", "1s", "j", "--", "true"]);
+    Jobrun::new(env)
+        .args(["run", "--max-hold", "1s", "j", "--", "true"])
+        .refused()
+        .stderr_contains("--max-hold 1s is shorter than --lease")
+        .run();
     assert_eq!(
         outcomes(env, "j"),
         [
@@ -181,7 +199,12 @@ fn on_lost_term_stops_the_child_when_the_lease_is_cleared(env: &TestEnv) {
         ],
     );
     assert!(env.wait_for_file("ready", secs(10)));
-    exits(env, 0, &["clear-locks", "--force", "j"]);
+    Jobrun::new(env)
+        .args(["clear-locks", "--force", "j"])
+        .stdout_contains("cleared 1")
+        .stderr_lines(1)
+        .stderr_contains("cleared by --force over a live holder")
+        .run();
     // The renewer notices at its next tick (every second).
     assert!(
         env.wait_for_file("got-TERM", secs(5)),

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::{HistoryReport, JobStatus, PassRecord, SlotStatus, StatusReport};
 
+use super::assert::Jobrun;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_jobrun");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,15 +181,9 @@ impl TestEnv {
         wait_until(within, || p.exists())
     }
 
-    /// `status --json`, parsed.
+    /// `status --json`, parsed (it must succeed and say nothing on stderr).
     pub fn status(&self) -> StatusReport {
-        let out = self.run(&["status", "--json"]);
-        assert!(
-            out.status.success(),
-            "status failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("status --json is a status report")
+        Jobrun::new(self).args(["status", "--json"]).json()
     }
 
     /// The status entry of one job, `None` while the store does not know it.
@@ -223,11 +219,12 @@ impl TestEnv {
         self.find_job(name).map_or(0, |j| j.slots.len())
     }
 
-    /// `history --json` passes of a job, newest first.
+    /// `history --json` passes of a job the store knows, newest first.
     pub fn history(&self, name: &str) -> Vec<PassRecord> {
-        let out = self.run(&["history", name, "--json", "--limit", "10000"]);
-        let h: HistoryReport = serde_json::from_slice(&out.stdout).expect("history --json");
-        h.passes
+        Jobrun::new(self)
+            .args(["history", name, "--json", "--limit", "10000"])
+            .json::<HistoryReport>()
+            .passes
     }
 
     /// Read a pid a child wrote into a file.
