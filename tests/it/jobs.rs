@@ -96,7 +96,12 @@ fn jobs_of(passes: &[PassRecord]) -> Vec<String> {
 fn history_is_ordered_by_start_and_filtered(env: &TestEnv) {
     // "long" starts first and ends last; "short" starts and ends meanwhile.
     let long = start_pass(env, "long", "long", "60s", &[]);
-    std::thread::sleep(Duration::from_millis(20));
+    // The store's clock has moved on since long started: short starts
+    // later, to the millisecond.
+    assert!(wait_until(Duration::from_secs(10), || env
+        .slot("long")
+        .held_ms
+        >= 2));
     let out = env.run(&["run", "short", "--", "sh", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3));
     fs::write(env.path("long.stop"), "").unwrap();

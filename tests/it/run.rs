@@ -170,8 +170,10 @@ fn child_ignoring_term_is_killed_after_kill_after(env: &TestEnv) {
         env.stderr_of("w")
     );
     let took = sent.elapsed();
+    // Not before the 2 s grace period; after it, only the release and the
+    // record (a loaded machine's second or so), never a second grace period.
     assert!(
-        (secs(2)..secs(3)).contains(&took),
+        (secs(2)..secs(4)).contains(&took),
         "KILL came {took:?} after TERM (--kill-after 2s)"
     );
     assert!(!alive(child_pid));
@@ -232,12 +234,14 @@ fn no_zombie_is_left_while_the_wrapper_cleans_up(env: &TestEnv) {
          touch ready\n\
          exit 4",
     );
-    let pid = env.start("w", &["run", "--kill-after", "3s", "j", "--", &child]);
+    // 5 s of --kill-after: the child must be reaped (within 4 s, however
+    // loaded the machine) while the wrapper still waits for its group.
+    let pid = env.start("w", &["run", "--kill-after", "5s", "j", "--", &child]);
     assert!(env.wait_for_file("ready", secs(10)));
     let child_pid = env.pid_in("child.pid");
     let leftover = env.pid_in("leftover.pid");
     assert!(
-        wait_until(secs(2), || proc_state(child_pid).is_none()),
+        wait_until(secs(4), || proc_state(child_pid).is_none()),
         "child pid {child_pid} is {:?} while its wrapper runs",
         proc_state(child_pid)
     );
