@@ -111,7 +111,11 @@ impl TestEnv {
         );
         let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
             .unwrap_or_else(|e| {
-                panic!("cannot reach the PostgreSQL test server at {server}: {e:#}")
+                let why = std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                panic!("cannot reach the PostgreSQL test server at {server}: {why}")
             });
         admin
             .batch_execute(&format!("CREATE DATABASE {name}"))
