@@ -131,7 +131,7 @@ fn a_grandchild_keeps_the_pass(env: &TestEnv) {
         "forks.sh",
         "sleep 60 &\n\
          echo $! > gc.pid.tmp && mv gc.pid.tmp gc.pid\n\
-         echo $$ > child.pid\n\
+         echo $$ > child.pid.tmp && mv child.pid.tmp child.pid\n\
          wait",
     );
     let wrapper = env.start("forks", &["run", "--lease", "3s", "g", "--", &cmd]);
@@ -405,7 +405,10 @@ fn max_hold_never_judged_on_a_jumping_clock(env: &TestEnv) {
         let cmd = script(
             env,
             &format!("{name}.sh"),
-            &format!("echo $$ > {name}.pid; while [ ! -e {name}.stop ]; do sleep 0.05; done"),
+            &format!(
+                "echo $$ > {name}.pid.tmp && mv {name}.pid.tmp {name}.pid\n\
+                 while [ ! -e {name}.stop ]; do sleep 0.05; done"
+            ),
         );
         let wrapper = env.start(
             name,
