@@ -56,31 +56,31 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s h -l help -d 'Prin
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand status" -l json -d 'Machine-readable output (its fields: JSON OUTPUT in jobrun(1))'
-complete -c jobrun -n "__fish_jobrun_using_subcommand status" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l dry-run -d 'Print what would be done and change nothing'
 complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -l force -d 'Also clear locks whose holder is believed alive (logged)'
-complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand clear-locks" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l wait -d 'Wait until the signalled passes released their locks' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l kill-after -d 'With --wait: KILL the command of a pass still holding this long after the TERM (its wrapper then reaps it and releases)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -l dry-run -d 'Print what would be signalled and signal nothing'
-complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand stop-due" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l reason -d 'Why, shown by status and by every skipped pass' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l as -d 'Pause on behalf of TAG (e.g. upgrade): only resume --as TAG lifts it, and it lifts no other pause' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -l all -d 'Act on every job'
-complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand pause" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l as -d 'Lift only the pauses TAG owns (without it: only pauses without an owner; the others are named and stay)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l all -d 'Act on every job'
-complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l limit -d 'How many passes to show (the newest that match)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l since -d 'Only passes that started at most this long ago (e.g. 2h, 7d)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l outcome -d 'Only passes with this outcome' -r -f -a "ok\t''
@@ -96,10 +96,10 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The sto
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l reverse -d 'Oldest first (the default is newest first, by start time)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l json -d 'Machine-readable output (its fields: JSON OUTPUT in jobrun(1))'
-complete -c jobrun -n "__fish_jobrun_using_subcommand history" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -s h -l help -d 'Print help'
+complete -c jobrun -n "__fish_jobrun_using_subcommand forget" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l man -d 'Directory for the man pages' -r -F
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l completions -d 'Directory for the shell completions' -r -F
 complete -c jobrun -n "__fish_jobrun_using_subcommand generate" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r

@@ -5,19 +5,17 @@
 
 use clap::{Args, Parser, Subcommand};
 
+/// What jobrun is: `--help` and jobrun(1) open with it.
+pub const INTRO: &str = "jobrun wraps a scheduled pass (a cron entry, a systemd timer, a ticker \
+loop) so that no two passes of a job overlap, a pass killed without unwinding never blocks its \
+job for long, and an operator can always see who holds what and fix it safely.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "jobrun",
     version = crate::VERSION,
     about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
-    long_about = "jobrun wraps a scheduled pass (a cron entry, a systemd timer, a ticker loop) \
-so that no two passes of a job overlap, a pass killed without unwinding never blocks its job \
-for long, and an operator can always see who holds what and fix it safely.\n\n\
-Exit codes: the child's own code; 128+N when the child died of signal N; the conflict code \
-(-E, default 0) when the job is held or paused; 1 when an operator command could not finish; \
-125 when jobrun itself failed (also when a command other than run or pause names a store that \
-does not exist); 126 when the command cannot be executed; 127 when it is not found. An operator \
-command whose output reader went away is ended by SIGPIPE, as ls is (141 in the shell)."
+    long_about = format!("{INTRO}\n\n{}", crate::exit::summary())
 )]
 pub struct Cli {
     /// The store: a SQLite file path, or a PostgreSQL connection string as
@@ -48,20 +46,109 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take a slot of NAME and run COMMAND under a renewed lease.
+    ///
+    /// The line to put in a crontab or a systemd unit. jobrun takes one of
+    /// the job's slots (--slots, default 1) and runs COMMAND directly, with
+    /// no shell, in a process group of its own. A helper thread renews the
+    /// lease every third of its window while the command runs; the slot is
+    /// released, and the pass recorded in history, only once the command
+    /// and its process group are gone.
+    ///
+    /// When every slot is held or the job is paused, the pass prints one
+    /// line naming the holder and exits with the conflict code (-E), or
+    /// queues for a slot in arrival order with --wait. A holder that died
+    /// without releasing is freed at once on the same machine; elsewhere
+    /// its lease lapses within one window. A holder believed alive is never
+    /// freed, even past its lease, unless it held past its max hold.
     Run(RunArgs),
     /// Show every job: state, holder, evidence, queue, last outcome.
+    ///
+    /// One row per job and slot, for every job the store knows or only the
+    /// NAMEs given: the state, the holder with the evidence verdict on
+    /// whether it lives, how long it has held, when it last renewed and
+    /// when its lease expires, the queue behind it and the job's last
+    /// outcome. The first line names the store read, so an operator can
+    /// tell root's store from their own.
+    ///
+    /// The first command to run when a job did not run or seems stuck.
+    /// --json prints the same as a stable document for scripts and
+    /// monitoring.
     Status(StatusArgs),
     /// Clear locks whose holder is dead or whose lease lapsed unseen.
+    ///
+    /// For each held lock of the NAMEs (or --all), clear-locks prints the
+    /// holder with its evidence verdict and frees the slot when the holder
+    /// is dead, or when its lease lapsed and nothing shows it alive. Queue
+    /// rows of dead waiters (ghosts) are removed too. A holder believed
+    /// alive is kept unless --force is given, the operator's deliberate
+    /// override, which is logged; a live waiter is never removed.
+    ///
+    /// The next pass of a job frees a dead holder by itself: clear-locks is
+    /// for an operator who wants a lock gone now, or wants to see why it
+    /// stays. --dry-run prints exactly what would happen and changes
+    /// nothing.
     ClearLocks(ClearArgs),
     /// Stop in-flight passes (for upgrade scripts) so they release at once.
+    ///
+    /// stop-due sends TERM to the wrapper of every in-flight pass of the
+    /// NAMEs (or --all) that it can verify as the recorded holder: same
+    /// machine, boot and PID namespace, and the process start time on
+    /// record. Each wrapper forwards the signal to its command, waits for it
+    /// and releases its lock at once. A pass whose wrapper is gone but
+    /// whose command runs on (orphaned) has its process group signalled
+    /// directly. Anything it cannot verify (another host, boot or
+    /// namespace, a reused pid) is listed and never signalled.
+    ///
+    /// Used by upgrade scripts after pause: --wait waits until the
+    /// signalled passes released their locks, and --kill-after KILLs a
+    /// command still holding that long after the TERM.
     StopDue(StopArgs),
     /// Hold new passes (and queue promotion) of jobs.
+    ///
+    /// While a job is paused, a new pass of it skips with the conflict
+    /// code (or keeps waiting with --wait) and no waiter is promoted;
+    /// passes already running go on, and dead holders are still freed.
+    /// --all pauses every job, including jobs first seen while the pause
+    /// stands.
+    ///
+    /// A pause may be taken on behalf of a tag (--as upgrade): a job stays
+    /// paused while any pause on it stands, and each resume lifts only the
+    /// pauses of its own tag, so an upgrade script never lifts the pause an
+    /// operator set by hand. --reason is shown by status and by every
+    /// skipped pass.
     Pause(PauseArgs),
     /// Lift a pause: your own (no --as) or the one a tag owns (--as TAG).
+    ///
+    /// Without --as, resume lifts only pauses set without a tag; with --as
+    /// TAG, only the pauses TAG owns. Whatever still stands on a job after
+    /// the resume is named, with the command that would lift it, so a job
+    /// that stays paused never looks resumed.
+    ///
+    /// An upgrade script ends with resume --all --as upgrade, which leaves
+    /// an operator's own pause in place.
     Resume(ResumeArgs),
     /// Show recorded passes and a duration summary per job.
+    ///
+    /// Every pass that took a slot or joined the queue ends in one history
+    /// row: when it started, how long it waited and ran, its exit code or
+    /// signal, and its outcome. Passes are listed newest start first;
+    /// --since, --outcome and --limit choose which.
+    ///
+    /// The summary per job (count, mean, p50, p95 and max duration, count
+    /// per outcome) measures how long passes of the job really take, so an
+    /// operator can choose --lease and --max-hold from measured pass
+    /// lengths rather than a guess.
     History(HistoryArgs),
     /// Remove free jobs and their history from the store.
+    ///
+    /// For jobs the store no longer needs to show: a renamed or retired
+    /// job. Only a free job is forgotten (no holder, no waiter, no pause
+    /// standing on it); anything else would lose what an operator or a
+    /// pass still relies on, so it is refused with the reason. The check
+    /// and the removal are one transaction.
+    ///
+    /// A forgotten job seen again starts its fencing tokens above every
+    /// token handed out before, so a token never repeats.
     Forget(ForgetArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]

@@ -6,20 +6,24 @@
 //! module per subcommand; every failure of jobrun itself becomes one line on
 //! stderr and exit code 125.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;
+pub(crate) mod evidence;
 pub(crate) mod exit;
-pub(crate) mod liveness;
+pub(crate) mod files;
 pub mod model;
 pub(crate) mod policy;
+pub(crate) mod process;
 pub(crate) mod renewer;
 pub(crate) mod report;
 pub(crate) mod settings;
+pub(crate) mod signal;
 pub(crate) mod spawn;
 pub(crate) mod store;
 pub(crate) mod supervise;
-pub(crate) mod trust;
 
 use clap::Parser;
 

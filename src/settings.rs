@@ -12,10 +12,15 @@ use anyhow::{bail, Result};
 
 use crate::cli::RunArgs;
 use crate::policy::lease::MIN_LEASE;
+use crate::policy::pause::PauseScope;
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
 
 pub const DEFAULT_ROOT_DB: &str = "/var/lib/jobrun/jobrun.db";
+/// Any other user's default store, below `$XDG_STATE_HOME`.
+pub const USER_DB: &str = "jobrun/jobrun.db";
+/// `$XDG_STATE_HOME` when it is unset (or relative), below `$HOME`.
+pub const STATE_HOME_DEFAULT: &str = ".local/state";
 pub const MAX_NAME_LEN: usize = 200;
 
 /// The longest `--lease`: a lease is renewed every third of it, so a longer
@@ -77,7 +82,22 @@ pub fn job_name(name: &str) -> Result<String> {
     if name.trim() != name {
         bail!("invalid job name {name:?}: it starts or ends with whitespace");
     }
+    if name == PauseScope::ALL_KEY {
+        bail!("`*` is not a job name: it means all jobs; use --all");
+    }
     Ok(name.to_string())
+}
+
+/// The name of a job the store may already hold, to look it up (status,
+/// history, forget): the rules of `job_name`, except those made after a
+/// store could have taken the name (`*`, now the "all jobs" scope), so that
+/// such a job can still be shown and forgotten. Lookups bind the name as a
+/// value and every output escapes it.
+pub fn stored_job_name(name: &str) -> Result<String> {
+    if name == PauseScope::ALL_KEY {
+        return Ok(name.to_string());
+    }
+    job_name(name)
 }
 
 /// The owner tag of a pause (`--as TAG`): 1-64 ASCII letters, digits and
@@ -102,21 +122,32 @@ pub fn job_names(names: &[String]) -> Result<Vec<String>> {
     names.iter().map(|n| job_name(n)).collect()
 }
 
-/// What `pause` and `resume` were asked, validated: the jobs (none with
-/// `--all`) and the owner tag.
+/// As `job_names`, for names looked up in the store (`stored_job_name`).
+pub fn stored_job_names(names: &[String]) -> Result<Vec<String>> {
+    names.iter().map(|n| stored_job_name(n)).collect()
+}
+
+/// What `pause` and `resume` were asked, validated: the scopes (all jobs
+/// with `--all`, else each named job) and the owner tag.
 #[derive(Debug, Clone)]
 pub struct PauseSettings {
-    pub names: Vec<String>,
-    pub all: bool,
+    pub scopes: Vec<PauseScope>,
     pub owner: Option<String>,
 }
 
 impl PauseSettings {
     pub fn resolve(targets: &crate::cli::Targets, owner: Option<&str>) -> Result<PauseSettings> {
+        let scopes = if targets.all {
+            vec![PauseScope::All]
+        } else {
+            job_names(&targets.names)?
+                .into_iter()
+                .map(PauseScope::Job)
+                .collect()
+        };
         Ok(PauseSettings {
             owner: owner.map(pause_owner).transpose()?,
-            names: job_names(&targets.names)?,
-            all: targets.all,
+            scopes,
         })
     }
 }
@@ -199,12 +230,9 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
     let state = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")));
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(STATE_HOME_DEFAULT)));
     match state {
-        Some(dir) => Ok(StoreSpec::Sqlite(
-            dir.join("jobrun").join("jobrun.db"),
-            mode,
-        )),
+        Some(dir) => Ok(StoreSpec::Sqlite(dir.join(USER_DB), mode)),
         None => bail!("no store given and neither XDG_STATE_HOME nor HOME is set; pass --db PATH"),
     }
 }
@@ -318,6 +346,14 @@ mod tests {
         assert!(job_name("caf\u{e9}.poll").is_ok());
         assert!(job_name(&"x".repeat(200)).is_ok());
         assert!(job_name(&"x".repeat(201)).is_err());
+        // `*` is the "all jobs" scope of pauses, never a job.
+        let e = job_name("*").unwrap_err().to_string();
+        assert!(e.contains("--all"), "{e}");
+        assert!(job_name("a*").is_ok());
+        // A job stored under a name now refused can still be looked up.
+        assert!(stored_job_name("*").is_ok());
+        assert!(stored_job_name("").is_err());
+        assert!(stored_job_name(" j").is_err());
     }
 
     #[test]

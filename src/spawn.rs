@@ -16,15 +16,32 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
+use nix::errno::Errno;
+use nix::sys::signal::{pthread_sigmask, SigHandler, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::WaitStatus;
+use nix::unistd::{ForkResult, Pid};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+
 use crate::exit;
-use crate::liveness::start_time;
 use crate::policy::lease::Proc;
-use crate::supervise::FORWARDED;
+use crate::process::start_time;
+
+/// Signals the wrapper catches and forwards to its command's process group
+/// (see `supervise`). The held process sets each back to its default
+/// before it unblocks signals: until exec it would otherwise run the
+/// wrapper's handlers and report its own signals as the wrapper's.
+pub const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
+
+/// What the command finds in its environment: the job's name, its fencing
+/// token and its slot (and `process::identity::PASS_ENV`, its pass id).
+pub const JOB_ENV: &str = "JOBRUN_JOB";
+pub const TOKEN_ENV: &str = "JOBRUN_TOKEN";
+pub const SLOT_ENV: &str = "JOBRUN_SLOT";
 
 /// Room for an i64 in decimal, and for a u32.
 const TOKEN_DIGITS: usize = 20;
@@ -56,13 +73,7 @@ pub struct RunningChild {
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array we pass.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds are fresh and ours.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
 fn cstring(bytes: &[u8]) -> Result<CString, SpawnError> {
@@ -84,7 +95,7 @@ fn placeholder(name: &str, width: usize) -> Vec<u8> {
 /// Write `n` in decimal at `at`, followed by a NUL. Async-signal-safe.
 ///
 /// # Safety
-/// `at` must have room for the digits of `n` and the NUL.
+/// `at` must be valid for writes of the digits of `n` and the NUL.
 unsafe fn write_decimal(at: *mut u8, mut n: u64) {
     let mut digits = [0u8; TOKEN_DIGITS];
     let mut len = 0;
@@ -97,9 +108,11 @@ unsafe fn write_decimal(at: *mut u8, mut n: u64) {
         }
     }
     for i in 0..len {
-        *at.add(i) = digits[len - 1 - i];
+        // SAFETY: the caller guarantees room for `len` digits and a NUL.
+        unsafe { *at.add(i) = digits[len - 1 - i] };
     }
-    *at.add(len) = 0;
+    // SAFETY: as above; this is the byte after the last digit.
+    unsafe { *at.add(len) = 0 };
 }
 
 /// Where exec looks for `cmd`: itself when it names a path, else each
@@ -122,20 +135,93 @@ fn candidates(cmd: &std::ffi::OsStr) -> Result<Vec<CString>, SpawnError> {
 }
 
 /// Read exactly `buf.len()` bytes; false on EOF or error. Async-signal-safe.
-fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
+fn read_exact(fd: impl AsFd, buf: &mut [u8]) -> bool {
     let mut got = 0;
     while got < buf.len() {
-        // SAFETY: reading into the unread rest of buf.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if n > 0 {
-            got += n as usize;
-        } else if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        } else {
-            return false;
+        match nix::unistd::read(fd.as_fd(), &mut buf[got..]) {
+            Ok(0) => return false,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
         }
     }
     true
+}
+
+/// Everything the held process needs between fork and exec, built before
+/// the fork: it may not allocate.
+struct Exec<'a> {
+    /// Where exec looks for the command, in order.
+    paths: &'a [CString],
+    /// NULL-terminated argv and environment.
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    /// The digits of the `JOBRUN_TOKEN=` and `JOBRUN_SLOT=` placeholders.
+    token_digits: *mut u8,
+    slot_digits: *mut u8,
+}
+
+/// The held process, from fork to exec: put itself in a process group of
+/// its own, give the forwarded signals back their default, wait for the
+/// token, write it into the environment, exec. Never returns: exec, or
+/// `_exit` with 127 (not found), 126 (cannot execute) or `ABORTED` (the
+/// wrapper went away or aborted it), the errno reported down `err_w`.
+///
+/// # Safety
+/// Call only in the child of a `fork`, once, with `exec` built before the
+/// fork: its pointers valid, each placeholder with room for its digits and
+/// a NUL. Other threads of the wrapper may have held locks (the
+/// allocator's among them) at the fork, so everything called here is
+/// async-signal-safe and allocates nothing.
+unsafe fn become_command(
+    go_r: OwnedFd,
+    go_w: OwnedFd,
+    err_r: OwnedFd,
+    err_w: OwnedFd,
+    exec: &Exec,
+) -> ! {
+    let _ = nix::unistd::close(go_w);
+    let _ = nix::unistd::close(err_r);
+    let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    for sig in FORWARDED.iter().copied().chain([libc::SIGPIPE]) {
+        if let Ok(sig) = Signal::try_from(sig) {
+            // SAFETY: setting the default disposition installs no handler.
+            let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
+        }
+    }
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    let mut go = [0u8; 12];
+    if !read_exact(&go_r, &mut go) {
+        // SAFETY: _exit ends this process without running the wrapper's
+        // atexit handlers or flushing its buffers.
+        unsafe { libc::_exit(ABORTED) };
+    }
+    let token = i64::from_le_bytes([go[0], go[1], go[2], go[3], go[4], go[5], go[6], go[7]]);
+    let slot = u32::from_le_bytes([go[8], go[9], go[10], go[11]]);
+    // SAFETY: the caller guarantees each placeholder's room.
+    unsafe {
+        write_decimal(exec.token_digits, token as u64);
+        write_decimal(exec.slot_digits, slot as u64);
+    }
+    // As execvp does, but with no fallback to a shell for a file that is
+    // not an executable format: that is an error.
+    let mut errno = libc::ENOENT;
+    for path in exec.paths {
+        // SAFETY: NUL-terminated path, NULL-terminated argv and envp of
+        // NUL-terminated strings, all alive until exec replaces us.
+        unsafe { libc::execve(path.as_ptr(), exec.argv, exec.envp) };
+        match Errno::last_raw() {
+            libc::ENOENT | libc::ENOTDIR => {}
+            libc::EACCES => errno = libc::EACCES,
+            other => {
+                errno = other;
+                break;
+            }
+        }
+    }
+    let _ = nix::unistd::write(&err_w, &errno.to_le_bytes());
+    // SAFETY: as above.
+    unsafe { libc::_exit(exit::of_exec_errno(errno)) }
 }
 
 impl HeldChild {
@@ -159,8 +245,8 @@ impl HeldChild {
         let paths = candidates(&argv[0])?;
 
         let ours = |k: &[u8]| {
-            k == b"JOBRUN_TOKEN"
-                || k == b"JOBRUN_SLOT"
+            k == TOKEN_ENV.as_bytes()
+                || k == SLOT_ENV.as_bytes()
                 || env.iter().any(|(n, _)| n.as_bytes() == k)
         };
         let mut vars: Vec<Vec<u8>> = Vec::new();
@@ -177,14 +263,22 @@ impl HeldChild {
             vars.push(cstring(format!("{k}={v}").as_bytes())?.into_bytes_with_nul());
         }
         let token_at = vars.len();
-        vars.push(placeholder("JOBRUN_TOKEN", TOKEN_DIGITS));
-        vars.push(placeholder("JOBRUN_SLOT", SLOT_DIGITS));
+        vars.push(placeholder(TOKEN_ENV, TOKEN_DIGITS));
+        vars.push(placeholder(SLOT_ENV, SLOT_DIGITS));
         let mut env_ptrs: Vec<*mut libc::c_char> =
             vars.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
         env_ptrs.push(std::ptr::null_mut());
-        // SAFETY (for the offsets): each placeholder has room for its digits.
-        let token_digits = unsafe { vars[token_at].as_mut_ptr().add("JOBRUN_TOKEN=".len()) };
-        let slot_digits = unsafe { vars[token_at + 1].as_mut_ptr().add("JOBRUN_SLOT=".len()) };
+        let digits_of = |at: usize, name: &str| {
+            // Inside the placeholder: "NAME=" is its first bytes.
+            env_ptrs[at].cast::<u8>().wrapping_add(name.len() + 1)
+        };
+        let exec = Exec {
+            paths: &paths,
+            argv: arg_ptrs.as_ptr(),
+            envp: env_ptrs.as_ptr().cast(),
+            token_digits: digits_of(token_at, TOKEN_ENV),
+            slot_digits: digits_of(token_at + 1, SLOT_ENV),
+        };
 
         let (go_r, go_w) = pipe().map_err(|e| failed("pipe", e))?;
         let (err_r, err_w) = pipe().map_err(|e| failed("pipe", e))?;
@@ -192,69 +286,30 @@ impl HeldChild {
         // Block every signal across the fork: the new process must not run
         // the wrapper's handlers (they would report its signals as the
         // wrapper's) before it has reset them.
-        // SAFETY: plain sigset manipulation on local storage.
-        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-        unsafe {
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        }
-        // SAFETY: the child branch below makes only async-signal-safe calls
-        // on memory prepared before the fork, and ends in exec or _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            unsafe {
-                libc::close(go_w.as_raw_fd());
-                libc::close(err_r.as_raw_fd());
-                libc::setpgid(0, 0);
-                for sig in FORWARDED.iter().copied().chain([libc::SIGPIPE]) {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-                let mut none: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut none);
-                libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-                let mut go = [0u8; 12];
-                if !read_exact(go_r.as_raw_fd(), &mut go) {
-                    libc::_exit(ABORTED);
-                }
-                let token =
-                    i64::from_le_bytes([go[0], go[1], go[2], go[3], go[4], go[5], go[6], go[7]]);
-                let slot = u32::from_le_bytes([go[8], go[9], go[10], go[11]]);
-                write_decimal(token_digits, token as u64);
-                write_decimal(slot_digits, slot as u64);
-                // As execvp does, but with no fallback to a shell for a file
-                // that is not an executable format: that is an error.
-                let mut errno = libc::ENOENT;
-                for path in &paths {
-                    libc::execve(path.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr().cast());
-                    match *libc::__errno_location() {
-                        libc::ENOENT | libc::ENOTDIR => {}
-                        libc::EACCES => errno = libc::EACCES,
-                        other => {
-                            errno = other;
-                            break;
-                        }
-                    }
-                }
-                let bytes = errno.to_le_bytes();
-                libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
-                let code = if errno == libc::ENOENT || errno == libc::ENOTDIR {
-                    exit::NOT_FOUND
-                } else {
-                    exit::CANNOT_EXECUTE
-                };
-                libc::_exit(code);
+        let mut old = SigSet::empty();
+        let _ = pthread_sigmask(
+            SigmaskHow::SIG_SETMASK,
+            Some(&SigSet::all()),
+            Some(&mut old),
+        );
+        // SAFETY: the child branch runs only `become_command`, which makes
+        // only async-signal-safe calls on memory prepared before the fork
+        // (`exec` and the pipes) and ends in exec or _exit; nothing it
+        // touches can be left locked by another thread of the wrapper.
+        let forked = unsafe { nix::unistd::fork() };
+        let pid = match forked {
+            Ok(ForkResult::Child) => {
+                // SAFETY: this is the child of the fork above, and `exec`
+                // was built before it (see `become_command`).
+                unsafe { become_command(go_r, go_w, err_r, err_w, &exec) }
             }
-        }
-        let forked = io::Error::last_os_error();
-        // SAFETY: restoring the mask saved above.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-        if pid < 0 {
-            return Err(failed("fork", forked));
-        }
+            Ok(ForkResult::Parent { child }) => Ok(child.as_raw()),
+            Err(e) => Err(e),
+        };
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+        let pid = pid.map_err(|e| failed("fork", e.into()))?;
         // Also from this side, so the group exists before anyone signals it.
-        // SAFETY: setpgid on our own child.
-        unsafe { libc::setpgid(pid, pid) };
+        let _ = nix::unistd::setpgid(Pid::from_raw(pid), Pid::from_raw(pid));
         drop(go_r);
         drop(err_w);
         let Some(start) = start_time(pid) else {
@@ -291,8 +346,7 @@ impl HeldChild {
         if let Some(fd) = self.go.take() {
             // A failed write means the held process is gone already; its
             // exit is noticed like any other.
-            // SAFETY: writing our buffer to a pipe we own.
-            unsafe { libc::write(fd.as_raw_fd(), go.as_ptr().cast(), go.len()) };
+            let _ = nix::unistd::write(&fd, &go);
         }
         RunningChild {
             pid: self.proc.pid,
@@ -306,8 +360,8 @@ impl HeldChild {
     /// never read the pipe), and reap it.
     pub fn abort(&mut self) {
         if self.go.take().is_some() {
-            // SAFETY: our own unreaped child: its pid cannot have been reused.
-            unsafe { libc::kill(self.proc.pid, libc::SIGKILL) };
+            // Our own unreaped child: its pid cannot have been reused.
+            let _ = nix::sys::signal::kill(Pid::from_raw(self.proc.pid), Signal::SIGKILL);
             reap(self.proc.pid);
         }
     }
@@ -319,24 +373,33 @@ impl Drop for HeldChild {
     }
 }
 
+/// Reap our own child `pid`, waiting for it to exit.
 fn reap(pid: i32) -> Option<ExitStatus> {
-    let mut status = 0;
     loop {
-        // SAFETY: waitpid on our own child, writing into a local.
-        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if rc == pid {
-            return Some(ExitStatus::from_raw(status));
-        }
-        if rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        return None;
+        return match nix::sys::wait::waitpid(Pid::from_raw(pid), None) {
+            Err(Errno::EINTR) => continue,
+            // The wait status as the kernel reports it: the code in the
+            // second byte, or the signal (and 0x80 for a core dump).
+            Ok(WaitStatus::Exited(_, code)) => Some(ExitStatus::from_raw((code & 0xff) << 8)),
+            Ok(WaitStatus::Signaled(_, sig, core)) => Some(ExitStatus::from_raw(
+                sig as i32 | if core { 0x80 } else { 0 },
+            )),
+            _ => None,
+        };
     }
 }
 
 impl RunningChild {
     pub fn id(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// The child's pid, which is its process group's id, while it is not
+    /// reaped: until then neither can be reused. Reaping takes the child
+    /// mutably, so a caller holding this borrow signals this pass's group
+    /// and no other (see `signal::PassGroup::Own`).
+    pub fn leader(&self) -> Option<i32> {
+        (!self.reaped).then_some(self.pid)
     }
 
     /// Reap the child (it has exited: the caller was told so).
@@ -352,15 +415,15 @@ impl RunningChild {
     pub fn exec_failure(&self, argv0: &str) -> Option<SpawnError> {
         let mut errno = [0u8; 4];
         let fd = self.exec_error.as_ref()?;
-        if !read_exact(fd.as_raw_fd(), &mut errno) {
+        if !read_exact(fd, &mut errno) {
             return None;
         }
         let e = io::Error::from_raw_os_error(i32::from_le_bytes(errno));
-        let (code, what) = match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
-                (exit::NOT_FOUND, "command not found".to_string())
-            }
-            _ => (exit::CANNOT_EXECUTE, format!("cannot execute: {e}")),
+        let code = exit::of_exec_errno(e.raw_os_error().unwrap_or(0));
+        let what = if code == exit::NOT_FOUND {
+            "command not found".to_string()
+        } else {
+            format!("cannot execute: {e}")
         };
         Some(SpawnError {
             code,
@@ -371,8 +434,10 @@ impl RunningChild {
     /// KILL and reap a child that must not run on (the wrapper cannot
     /// supervise it).
     pub fn kill_and_reap(&mut self) {
-        // SAFETY: our own unreaped child: its pid cannot have been reused.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        if let Some(pid) = self.leader() {
+            // Our own unreaped child: its pid cannot have been reused.
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
         self.wait();
     }
 }
@@ -394,11 +459,13 @@ mod tests {
     fn decimals_are_written_in_place() {
         let mut buf = placeholder("JOBRUN_TOKEN", TOKEN_DIGITS);
         let at = "JOBRUN_TOKEN=".len();
+        // SAFETY: the placeholder has room for 20 digits and a NUL at `at`.
         unsafe { write_decimal(buf.as_mut_ptr().add(at), i64::MAX as u64) };
         let s = CString::from_vec_with_nul(buf[..at + 20].to_vec()).unwrap();
         assert_eq!(s.to_str().unwrap(), "JOBRUN_TOKEN=9223372036854775807");
         let mut buf = placeholder("JOBRUN_SLOT", SLOT_DIGITS);
         let at = "JOBRUN_SLOT=".len();
+        // SAFETY: the placeholder has room for 10 digits and a NUL at `at`.
         unsafe { write_decimal(buf.as_mut_ptr().add(at), 0) };
         assert_eq!(&buf[..at + 2], b"JOBRUN_SLOT=0\0");
     }
@@ -416,7 +483,7 @@ mod tests {
         // stopped and cannot read its pipe.
         let held = HeldChild::fork(&argv, &[]).unwrap();
         assert!(held.proc().start > 0);
-        unsafe { libc::kill(held.proc().pid, libc::SIGSTOP) };
+        nix::sys::signal::kill(Pid::from_raw(held.proc().pid), Signal::SIGSTOP).unwrap();
         drop(held);
         assert!(!marker.exists());
         // Released: it runs with its token.

@@ -5,24 +5,24 @@
 //! the owning thread signals or reaps. The child's exit is noticed with
 //! `waitid(WNOWAIT)`, which leaves it a zombie until the owner reaps it, so
 //! its pid and process group cannot be recycled while the owner might still
-//! signal them. That is how jobrun avoids zombies and signals to reused pids.
+//! signal them: the owner ends what is left of the group first and reaps the
+//! child last. That is how jobrun avoids zombies and signals to reused pids.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
-use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::exit;
+use crate::process::{self, Group};
 use crate::say;
-use crate::spawn::RunningChild;
-
-/// Signals the wrapper forwards to the child's process group.
-pub const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
+use crate::signal::{signal_group, PassGroup};
+use crate::spawn::{RunningChild, FORWARDED};
 
 /// Everything the owner of the child reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,21 +61,10 @@ pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("jobrun-child".into())
         .spawn(move || {
-            loop {
-                // SAFETY: waitid writes only into the siginfo we pass.
-                let rc = unsafe {
-                    let mut info: libc::siginfo_t = std::mem::zeroed();
-                    libc::waitid(
-                        libc::P_PID,
-                        pid as libc::id_t,
-                        &mut info,
-                        libc::WEXITED | libc::WNOWAIT,
-                    )
-                };
-                if rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    break;
-                }
-            }
+            let exited = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+            while let Err(nix::errno::Errno::EINTR) =
+                waitid(Id::Pid(Pid::from_raw(pid as i32)), exited)
+            {}
             let _ = events.send(Event::ChildExited);
         })?;
     Ok(())
@@ -130,10 +119,9 @@ pub fn classify(sig: i32) -> SignalKind {
     }
 }
 
-fn signal_group(pgid: Pid, sig: i32) {
-    if let Ok(s) = Signal::try_from(sig) {
-        let _ = killpg(pgid, s);
-    }
+/// Signal the child's process group; the child is not reaped yet.
+fn signal_own(child: &RunningChild, sig: i32) {
+    let _ = signal_group(PassGroup::Own(child), sig, false);
 }
 
 /// Own the child until it is gone: forward signals, stop it when the lease
@@ -146,7 +134,6 @@ pub fn supervise(
     on_lost: OnLost,
     label: &str,
 ) -> Ended {
-    let pgid = Pid::from_raw(child.id() as i32);
     let mut stopped_by = None;
     let mut lease_lost = false;
     let mut killed = false;
@@ -164,7 +151,7 @@ pub fn supervise(
                             "{label}: child still running {} after TERM; sending KILL",
                             humantime::format_duration(kill_after)
                         );
-                        signal_group(pgid, libc::SIGKILL);
+                        signal_own(child, libc::SIGKILL);
                         killed = true;
                         continue;
                     }
@@ -175,7 +162,7 @@ pub fn supervise(
         };
         match event {
             Event::Signal(sig) => {
-                signal_group(pgid, sig);
+                signal_own(child, sig);
                 if let SignalKind::Stop { grace } = classify(sig) {
                     stopped_by.get_or_insert(sig);
                     if grace {
@@ -187,7 +174,7 @@ pub fn supervise(
                 lease_lost = true;
                 if on_lost == OnLost::Term {
                     say!("{label}: stopping the pass (--on-lost term)");
-                    signal_group(pgid, libc::SIGTERM);
+                    signal_own(child, libc::SIGTERM);
                     start_grace(&mut kill_at);
                 }
             }
@@ -195,8 +182,10 @@ pub fn supervise(
             Event::Wake => {}
         }
     }
+    // The child has exited but is not reaped: its group id stays ours
+    // while what is left of the group is ended, and only then is it reaped.
+    end_group_leftovers(child, kill_after, label);
     let status = child.wait();
-    reap_group_leftovers(pgid, kill_after, label);
     Ended {
         code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
@@ -208,14 +197,18 @@ pub fn supervise(
 
 /// The child's process group outlived its leader: TERM what is left, then
 /// KILL after the grace period, so no process of the pass runs on unseen
-/// into the next pass. Safe to signal: while any member lives, the kernel
-/// keeps the group id from being reused.
-fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
+/// into the next pass. The leader is an unreaped zombie meanwhile, so the
+/// group id cannot be reused and `killpg` also reaches a member forked a
+/// moment before it.
+fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) {
+    let Some(pgid) = child.leader() else {
+        return;
+    };
     if !group_runs(pgid) {
         return;
     }
     say!("{label}: the command left processes in its process group; sending TERM");
-    signal_group(pgid, libc::SIGTERM);
+    signal_own(child, libc::SIGTERM);
     let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
         if !group_runs(pgid) {
@@ -224,19 +217,20 @@ fn reap_group_leftovers(pgid: Pid, kill_after: Duration, label: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     say!("{label}: processes of the pass survived TERM; sending KILL");
-    signal_group(pgid, libc::SIGKILL);
+    signal_own(child, libc::SIGKILL);
 }
 
-/// Whether a process of group `pgid` still runs (zombies waiting for a
-/// slow init count as gone, so they never hold the wrapper for the grace
+/// Whether a process of group `pgid` still runs (zombies, the leader's
+/// among them, count as gone, so they never hold the wrapper for the grace
 /// period and draw a needless KILL).
-fn group_runs(pgid: Pid) -> bool {
-    crate::liveness::group(pgid.as_raw()) != crate::liveness::Group::Empty
+fn group_runs(pgid: i32) -> bool {
+    process::group(pgid) != Group::Empty
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use signal_hook::consts::signal::{SIGUSR1, SIGUSR2};
 
     #[test]
     fn signals_are_classified_once() {
@@ -250,5 +244,53 @@ mod tests {
         assert!(FORWARDED
             .iter()
             .all(|s| classify(*s) != SignalKind::ForwardOnly || [SIGUSR1, SIGUSR2].contains(s)));
+    }
+
+    /// The command leaves a process that keeps forking members into its
+    /// group, each of them a moment before the next signal: all are ended
+    /// while the leader is still an unreaped zombie (so the group id is
+    /// ours), and then the leader is reaped.
+    #[test]
+    fn leftovers_forked_late_are_ended_and_the_leader_reaped_last() {
+        use crate::spawn::HeldChild;
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        let dir = tempfile::tempdir().unwrap();
+        let at_term = dir.path().join("at-term");
+        let ready = dir.path().join("ready");
+        let script = format!(
+            "exec 2>/dev/null\n\
+             leader=$$\n\
+             ( trap 'cat /proc/'$leader'/stat > {at_term}' TERM\n\
+               touch {ready}\n\
+               while :; do sleep 30 & sleep 0.01; done ) &\n\
+             until [ -e {ready} ]; do sleep 0.01; done\n\
+             exit 3",
+            at_term = at_term.display(),
+            ready = ready.display(),
+        );
+        let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
+        let (events, rx) = std::sync::mpsc::channel();
+        let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
+        let pgid = child.id() as i32;
+        watch_exit(child.id(), events).unwrap();
+        let kill_after = Duration::from_millis(500);
+        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t");
+        assert_eq!(ended.code, Some(3));
+        // TERM reached the group while the leader was a zombie of ours.
+        let stat = std::fs::read_to_string(&at_term).unwrap();
+        let stat = process::parse_stat(&stat).unwrap();
+        assert_eq!((stat.state, stat.pgrp), ('Z', pgid), "{stat:?}");
+        // Every member, however late it was forked, is gone (KILLed members
+        // wait a moment for init to reap them: those count as gone).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while process::group(pgid) != Group::Empty && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(process::group(pgid), Group::Empty);
+        // And no zombie is left: the leader was reaped.
+        assert_eq!(
+            waitpid(Pid::from_raw(pgid), Some(WaitPidFlag::WNOHANG)),
+            Err(nix::errno::Errno::ECHILD)
+        );
     }
 }

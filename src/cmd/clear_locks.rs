@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::cli::ClearArgs;
 use crate::cmd::{evidence, holder_name, judged, queued_pass};
 use crate::exit;
-use crate::liveness::remove_stale_lock;
+use crate::files::remove_stale_lock;
 use crate::policy::lease::{decide, decide_waiter, Decision, FreeReason, WaiterDecision};
 use crate::policy::Liveness;
 use crate::report::escape;
@@ -69,14 +69,15 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     let mut ghosts = 0;
     for w in store.waiters(&names)? {
         let v = evidence.judge_waiter(&w.holder, &w.pass_id);
-        let WaiterDecision::Remove { only_if_lapsed } = decide_waiter(&w, v.liveness) else {
+        let remove = decide_waiter(&w, v.liveness);
+        if remove == WaiterDecision::Keep {
             continue;
-        };
+        }
         let head = format!("{} {}", escape(&w.job), queued_pass(&w, &v));
         if a.dry_run {
             println!("{head}: would remove from the queue");
             ghosts += 1;
-        } else if store.remove_waiter(w.id, only_if_lapsed)? {
+        } else if store.remove_waiter(w.id, remove)? {
             crate::cmd::run::wake::remove_stale(&spec, &w.pass_id);
             println!("{head}: removed from the queue");
             ghosts += 1;

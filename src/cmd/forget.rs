@@ -13,11 +13,11 @@ use crate::cli::ForgetArgs;
 use crate::cmd::pause::{lifted_by, set_by};
 use crate::exit;
 use crate::say;
-use crate::settings::job_names;
+use crate::settings::stored_job_names;
 use crate::store::{Forget, StoreSpec};
 
 pub fn run(spec: StoreSpec, a: ForgetArgs) -> Result<i32> {
-    let names = job_names(&a.names)?;
+    let names = stored_job_names(&a.names)?;
     let mut store = spec.open_existing()?;
     let mut code = exit::OK;
     for name in &names {

@@ -13,7 +13,7 @@ use crate::model::{self, HistoryReport, Summary};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
-use crate::settings::{self, job_name};
+use crate::settings::{self, stored_job_name};
 use crate::store::{HistoryQuery, StoreSpec};
 
 /// Nearest-rank percentile of sorted values.
@@ -53,7 +53,7 @@ pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
 }
 
 pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
-    let name = a.name.as_deref().map(job_name).transpose()?;
+    let name = a.name.as_deref().map(stored_job_name).transpose()?;
     let since = a
         .since
         .as_deref()

@@ -10,15 +10,18 @@ pub mod run;
 pub mod status;
 pub mod stop_due;
 
-use crate::liveness::{Evidence, Identity, Verdict};
+use crate::evidence::{Evidence, Verdict};
+use crate::files::Holders;
 use crate::policy::lease::LeaseRow;
+use crate::process::Identity;
 use crate::report::escape;
 use crate::store::StoreSpec;
 
 /// What judging holders of this store needs: who we are, how far the store
 /// reaches, where its holders keep their kernel locks.
 pub fn evidence(spec: &StoreSpec) -> Evidence {
-    Evidence::new(Identity::current(), spec.reach(), spec.lock_dir())
+    let holders = spec.lock_dir().map(|d| Holders::new(d, spec.modes().0));
+    Evidence::new(Identity::current(), spec.reach(), holders)
 }
 
 /// Judge every lease, probing outside any store transaction.

@@ -11,26 +11,25 @@ use anyhow::Result;
 
 use crate::cli::{PauseArgs, ResumeArgs};
 use crate::exit;
-use crate::policy::pause::Pause;
+use crate::policy::pause::{self, Pause, PauseScope};
 use crate::report::escape;
 use crate::say;
 use crate::settings::PauseSettings;
 use crate::store::StoreSpec;
 
 pub fn pause(spec: StoreSpec, a: PauseArgs) -> Result<i32> {
-    let PauseSettings { names, all, owner } =
-        PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
+    let PauseSettings { scopes, owner } = PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
     let owner = owner.as_deref();
     let by = owner.map(|o| format!(" by {o}")).unwrap_or_default();
     let mut store = spec.open()?;
     let reason = a.reason.as_deref();
-    if all {
-        store.pause(None, owner, reason)?;
-        say!("paused all jobs{by}, including jobs first seen while the pause stands");
-    } else {
-        for name in &names {
-            store.pause(Some(name), owner, reason)?;
-            say!("{name}: paused{by}");
+    for scope in &scopes {
+        store.pause(scope, owner, reason)?;
+        match scope {
+            PauseScope::All => {
+                say!("paused all jobs{by}, including jobs first seen while the pause stands")
+            }
+            PauseScope::Job(name) => say!("{name}: paused{by}"),
         }
     }
     Ok(exit::OK)
@@ -39,7 +38,7 @@ pub fn pause(spec: StoreSpec, a: PauseArgs) -> Result<i32> {
 /// The command that set a pause, as an operator would type it.
 pub fn set_by(p: &Pause) -> String {
     let mut s = String::from("pause");
-    if p.job == "*" {
+    if p.is_all() {
         s.push_str(" --all");
     }
     if let Some(o) = &p.owner {
@@ -51,10 +50,9 @@ pub fn set_by(p: &Pause) -> String {
 /// The command that lifts a pause.
 pub fn lifted_by(p: &Pause) -> String {
     let mut s = String::from("resume ");
-    if p.job == "*" {
-        s.push_str("--all");
-    } else {
-        s.push_str(&escape(&p.job));
+    match &p.scope {
+        PauseScope::All => s.push_str("--all"),
+        PauseScope::Job(name) => s.push_str(&escape(name)),
     }
     if let Some(o) = &p.owner {
         s.push_str(&format!(" --as {}", escape(o)));
@@ -76,42 +74,38 @@ fn still(label: &str, p: &Pause) {
 }
 
 pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
-    let PauseSettings { names, all, owner } =
-        PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
+    let PauseSettings { scopes, owner } = PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
     let owner = owner.as_deref();
     let whose = match owner {
         Some(o) => format!(" owned by {o}"),
         None => " without an owner".into(),
     };
     let mut store = spec.open_existing()?;
-    if all {
-        let lifted = store.resume(None, owner)?;
-        if lifted > 0 {
-            say!("lifted {lifted} pause(s){whose}");
-        } else {
-            say!("no pause{whose} stood");
-        }
-        let remaining = store.pauses()?;
-        for p in &remaining {
-            let label = if p.job == "*" {
-                "all jobs".to_string()
+    for scope in &scopes {
+        let PauseScope::Job(name) = scope else {
+            // --all: every pause of this owner, whatever its scope.
+            let lifted = store.resume(None, owner)?;
+            if lifted > 0 {
+                say!("lifted {lifted} pause(s){whose}");
             } else {
-                escape(&p.job)
-            };
-            still(&label, p);
-        }
-        if remaining.is_empty() {
-            say!("resumed all jobs");
-        }
-        return Ok(exit::OK);
-    }
-    for name in &names {
-        let lifted = store.resume(Some(name), owner)?;
-        let remaining: Vec<Pause> = store
-            .pauses()?
-            .into_iter()
-            .filter(|p| p.job == *name || p.job == "*")
-            .collect();
+                say!("no pause{whose} stood");
+            }
+            let remaining = store.pauses()?;
+            for p in &remaining {
+                let label = match &p.scope {
+                    PauseScope::All => "all jobs".to_string(),
+                    PauseScope::Job(name) => escape(name),
+                };
+                still(&label, p);
+            }
+            if remaining.is_empty() {
+                say!("resumed all jobs");
+            }
+            continue;
+        };
+        let lifted = store.resume(Some(scope), owner)?;
+        let pauses = store.pauses()?;
+        let remaining = pause::standing(&pauses, name);
         for p in &remaining {
             still(name, p);
         }

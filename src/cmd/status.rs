@@ -5,18 +5,18 @@ use anyhow::Result;
 
 use crate::cli::StatusArgs;
 use crate::cmd::{evidence, judged};
+use crate::evidence::{Evidence, Sight, Verdict};
 use crate::exit;
-use crate::liveness::{Evidence, Sight, Verdict};
 use crate::model::{
     self, JobStatus, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus, State,
     StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
 };
 use crate::policy::lease::{LeaseRow, WaiterRow};
-use crate::policy::pause::Pause;
+use crate::policy::pause::{self, Pause};
 use crate::policy::Liveness;
 use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::say;
-use crate::settings::job_names;
+use crate::settings::stored_job_names;
 use crate::store::{JobRow, StoreSpec};
 
 /// The state of one held slot, from its verdict and lease.
@@ -30,18 +30,12 @@ pub fn lease_state(l: &LeaseRow, v: &Verdict) -> State {
     }
 }
 
-/// Every pause that stands on `job`: its own, then those on all jobs.
-fn pauses_for<'a>(pauses: &'a [Pause], job: &str) -> Vec<&'a Pause> {
-    let own = pauses.iter().filter(|p| p.job == job);
-    own.chain(pauses.iter().filter(|p| p.job == "*")).collect()
-}
-
 fn pause_status(p: &Pause) -> PauseStatus {
     PauseStatus {
         owner: p.owner.clone(),
         reason: p.reason.clone(),
         since: utc_ms(p.since_ms),
-        all: p.job == "*",
+        all: p.is_all(),
     }
 }
 
@@ -62,7 +56,7 @@ fn shown_state(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> State {
 fn wrapper_stopped(l: &LeaseRow, evidence: &Evidence) -> bool {
     let h = &l.holder;
     evidence.sight(h) == Sight::Pids
-        && crate::liveness::stat(h.wrapper.pid)
+        && crate::process::stat(h.wrapper.pid)
             .is_some_and(|s| s.start == h.wrapper.start && matches!(s.state, 'T' | 't'))
 }
 
@@ -135,7 +129,7 @@ fn job_status(
     waiters: &[(WaiterRow, Verdict)],
     evidence: &Evidence,
 ) -> JobStatus {
-    let pauses: Vec<PauseStatus> = pauses_for(pauses, &job.name)
+    let pauses: Vec<PauseStatus> = pause::standing(pauses, &job.name)
         .into_iter()
         .map(pause_status)
         .collect();
@@ -171,7 +165,7 @@ fn job_status(
 }
 
 pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
-    let names = job_names(&a.names)?;
+    let names = stored_job_names(&a.names)?;
     let mut store = spec.open_existing()?;
     let jobs = store.jobs(&names)?;
     let unknown: Vec<&String> = names

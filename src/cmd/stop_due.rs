@@ -10,14 +10,14 @@ use anyhow::Result;
 
 use crate::cli::StopArgs;
 use crate::cmd::{evidence, holder_name};
+use crate::evidence::{Evidence, Sight, Verified};
 use crate::exit;
-use crate::liveness::{
-    signal_group_verified, signal_verified, stat, Evidence, Members, NotSignalled, Sight, Verified,
-};
 use crate::policy::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
+use crate::process::stat;
 use crate::report::escape;
 use crate::say;
 use crate::settings::StopSettings;
+use crate::signal::{signal_group, signal_verified, Members, NotSignalled, PassGroup};
 use crate::store::StoreSpec;
 
 /// What stop-due signals for a pass it can verify.
@@ -37,7 +37,11 @@ impl Target {
                 signal_verified(*p, sig, dry_run).map(|()| format!("wrapper pid {}", p.pid))
             }
             Target::Group(pgid, pass_id) => {
-                signal_group_verified(*pgid, Members::OfPass(pass_id), sig, dry_run)
+                let group = PassGroup::Recorded {
+                    pgid: *pgid,
+                    members: Members::OfPass(pass_id),
+                };
+                signal_group(group, sig, dry_run)
                     .map(|n| format!("{n} process(es) of orphaned process group {pgid}"))
             }
         }
@@ -193,7 +197,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                     };
                     // The group id is the child's pid: a pid now owned by
                     // another process means the pass's group is gone.
-                    let sent = match stat(child.pid) {
+                    let members = match stat(child.pid) {
                         Some(s) if s.start != child.start => Err(NotSignalled::Reused),
                         // The command of a verified live wrapper leads its
                         // group: all of it is the pass's, whatever its
@@ -205,15 +209,17 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                                     Verified::Yes(_)
                                 ) =>
                         {
-                            signal_group_verified(child.pid, Members::Led, libc::SIGKILL, false)
+                            Ok(Members::Led)
                         }
-                        _ => signal_group_verified(
-                            child.pid,
-                            Members::OfPass(&l.pass_id),
-                            libc::SIGKILL,
-                            false,
-                        ),
+                        _ => Ok(Members::OfPass(&l.pass_id)),
                     };
+                    let sent = members.and_then(|members| {
+                        let group = PassGroup::Recorded {
+                            pgid: child.pid,
+                            members,
+                        };
+                        signal_group(group, libc::SIGKILL, false)
+                    });
                     match sent {
                         Ok(n) => say!(
                             "{} slot {}: still held {} after TERM; sent KILL to {n} process(es) \

@@ -24,6 +24,25 @@ pub fn renew_interval(lease: Duration) -> Duration {
     (lease / 3).max(MIN_RENEW_INTERVAL)
 }
 
+/// The fencing-token rule: the token a slot is taken under, and the job's
+/// counter after it, from the counter as stored and the clock's floor
+/// (`Clock::token_floor`). A token is strictly larger than every token the
+/// job handed out before (the counter), at least the floor (so a deleted
+/// and re-created store never repeats one), and never below 1. `None` when
+/// the counter cannot grow any further: the pass is refused rather than
+/// given a token twice (only a writer of the store can put it there).
+pub fn draw_token(counter: i64, floor: i64) -> Option<(i64, i64)> {
+    let token = counter.max(floor).max(1);
+    Some((token, token.checked_add(1)?))
+}
+
+/// Where a new job's counter starts: at the clock's floor, and above every
+/// token of a job of the same name forgotten from this store before
+/// (`forgotten`: the largest such counter, kept store-wide).
+pub fn first_counter(floor: i64, forgotten: Option<i64>) -> i64 {
+    floor.max(forgotten.unwrap_or(0)).max(1)
+}
+
 /// One process of a holder: its pid and its start time in clock ticks since
 /// boot (field 22 of `/proc/PID/stat`). A pid without its start time is not
 /// evidence of anything: the number may have been reused.
@@ -56,37 +75,85 @@ pub struct LeaseKey {
     pub token: i64,
 }
 
-/// A lease row as the store returns it, with its ages measured on the
-/// store's clock at the moment it was read.
-#[derive(Debug, Clone, Serialize)]
-pub struct LeaseRow {
-    pub job: String,
-    pub slot: u32,
-    pub token: i64,
-    pub pass_id: String,
-    pub holder: Holder,
-    pub argv: Vec<String>,
-    pub cwd: String,
-    /// The `--slots` the holder asked for.
-    pub slots: u32,
-    pub lease_ms: i64,
-    pub max_hold_ms: i64,
-    /// Wall-clock time (Unix milliseconds, store clock) the lease was taken.
-    pub acquired_at_ms: i64,
-    /// Milliseconds since the lease was taken (store clock).
-    pub held_ms: i64,
-    /// Milliseconds since the last renewal (store clock).
-    pub renewed_ago_ms: i64,
-    /// Milliseconds until the lease lapses; zero or negative once lapsed.
-    pub expires_in_ms: i64,
+/// The store's clock at one instant, read inside the transaction that uses
+/// it: the server's wall clock on PostgreSQL (one clock for a fleet), this
+/// host's on SQLite, where `boot` also carries this boot's id and its
+/// `CLOCK_BOOTTIME` (a clock that never steps).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clock {
+    /// Wall time in Unix milliseconds.
+    pub now_ms: i64,
+    /// This boot's id and `CLOCK_BOOTTIME` in milliseconds, on a one-machine
+    /// store.
+    pub boot: Option<(String, i64)>,
 }
 
-impl LeaseRow {
-    pub fn key(&self) -> LeaseKey {
-        LeaseKey {
-            job: self.job.clone(),
-            slot: self.slot,
-            token: self.token,
+impl Clock {
+    /// The boot clock's reading, when the store keeps one.
+    pub fn boot_ms(&self) -> Option<i64> {
+        self.boot.as_ref().map(|(_, ms)| *ms)
+    }
+
+    /// The floor of a new fencing token: the wall clock in microseconds.
+    /// An earlier store (deleted, re-created, restored from a backup) could
+    /// only have handed out a larger token by taking slots faster than one
+    /// per microsecond over its whole life.
+    pub fn token_floor(&self) -> i64 {
+        self.now_ms.saturating_mul(1000)
+    }
+
+    /// Milliseconds since an instant a row recorded: on the boot clock when
+    /// the row was stamped on this boot (`row_boot` is its boot id and
+    /// `boot` its boot-clock stamp), else on the wall clock. The one place
+    /// that picks the clock: a wall-clock step never makes a lease of this
+    /// boot look lapsed or forfeited.
+    pub fn since(&self, row_boot: &str, wall: i64, boot: Option<i64>) -> i64 {
+        match (&self.boot, boot) {
+            (Some((id, now)), Some(then)) if id == row_boot => now.saturating_sub(then),
+            _ => self.now_ms.saturating_sub(wall),
+        }
+    }
+}
+
+/// The instants a lease or queue row records, as the store keeps them.
+/// Ages are never stored: they are computed from these by `Ages::of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Stamps {
+    /// Wall time (store clock) the slot was taken, or the waiter arrived.
+    pub acquired_ms: i64,
+    /// Wall time (store clock) of the last renewal: with the job, slot and
+    /// token, what a transition compares-and-sets on.
+    pub renewed_ms: i64,
+    /// The same instants on the boot clock, for rows of a one-machine
+    /// store's boot.
+    pub acquired_boot_ms: Option<i64>,
+    pub renewed_boot_ms: Option<i64>,
+    pub lease_ms: i64,
+    /// Unbounded (`i64::MAX`) for a waiter: `--wait` bounds it.
+    pub max_hold_ms: i64,
+}
+
+/// A row's ages on the store's clock at one instant, and what they mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ages {
+    /// Since the slot was taken (or the waiter arrived).
+    pub held_ms: i64,
+    pub renewed_ago_ms: i64,
+    /// Until the lease lapses; zero or negative once lapsed.
+    pub expires_in_ms: i64,
+    max_hold_ms: i64,
+}
+
+impl Ages {
+    /// The one rule for lapse and forfeiture: the ages of a row stamped
+    /// `stamps` by a holder of boot `row_boot`, on `clock`.
+    pub fn of(stamps: &Stamps, row_boot: &str, clock: &Clock) -> Ages {
+        let renewed_ago_ms = clock.since(row_boot, stamps.renewed_ms, stamps.renewed_boot_ms);
+        Ages {
+            held_ms: clock.since(row_boot, stamps.acquired_ms, stamps.acquired_boot_ms),
+            renewed_ago_ms,
+            expires_in_ms: stamps.lease_ms.saturating_sub(renewed_ago_ms),
+            max_hold_ms: stamps.max_hold_ms,
         }
     }
 
@@ -102,6 +169,93 @@ impl LeaseRow {
     }
 }
 
+/// A lease row as the store returns it, with its ages measured on the
+/// store's clock at the moment it was read.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseRow {
+    pub job: String,
+    pub slot: u32,
+    pub token: i64,
+    pub pass_id: String,
+    pub holder: Holder,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// The `--slots` the holder asked for.
+    pub slots: u32,
+    pub stamps: Stamps,
+    pub lease_ms: i64,
+    pub max_hold_ms: i64,
+    /// Wall-clock time (Unix milliseconds, store clock) the lease was taken.
+    pub acquired_at_ms: i64,
+    /// Milliseconds since the lease was taken (store clock).
+    pub held_ms: i64,
+    /// Milliseconds since the last renewal (store clock).
+    pub renewed_ago_ms: i64,
+    /// Milliseconds until the lease lapses; zero or negative once lapsed.
+    pub expires_in_ms: i64,
+}
+
+impl LeaseRow {
+    /// A row as read, aged on `clock`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        key: LeaseKey,
+        pass_id: String,
+        holder: Holder,
+        argv: Vec<String>,
+        cwd: String,
+        slots: u32,
+        stamps: Stamps,
+        clock: &Clock,
+    ) -> LeaseRow {
+        let ages = Ages::of(&stamps, &holder.boot_id, clock);
+        LeaseRow {
+            job: key.job,
+            slot: key.slot,
+            token: key.token,
+            pass_id,
+            argv,
+            cwd,
+            slots,
+            lease_ms: stamps.lease_ms,
+            max_hold_ms: stamps.max_hold_ms,
+            acquired_at_ms: stamps.acquired_ms,
+            held_ms: ages.held_ms,
+            renewed_ago_ms: ages.renewed_ago_ms,
+            expires_in_ms: ages.expires_in_ms,
+            stamps,
+            holder,
+        }
+    }
+
+    pub fn key(&self) -> LeaseKey {
+        LeaseKey {
+            job: self.job.clone(),
+            slot: self.slot,
+            token: self.token,
+        }
+    }
+
+    fn ages(&self) -> Ages {
+        Ages {
+            held_ms: self.held_ms,
+            renewed_ago_ms: self.renewed_ago_ms,
+            expires_in_ms: self.expires_in_ms,
+            max_hold_ms: self.max_hold_ms,
+        }
+    }
+
+    /// The lease window has passed without a renewal.
+    pub fn lapsed(&self) -> bool {
+        self.ages().lapsed()
+    }
+
+    /// Past its own max hold: see `Ages::forfeited`.
+    pub fn forfeited(&self) -> bool {
+        self.ages().forfeited()
+    }
+}
+
 /// A queued pass (`run --wait`): it carries the same evidence as a lease and
 /// is renewed the same way while it waits.
 #[derive(Debug, Clone, Serialize)]
@@ -113,12 +267,43 @@ pub struct WaiterRow {
     pub argv: Vec<String>,
     pub cwd: String,
     pub slots: u32,
+    pub stamps: Stamps,
     pub arrived_at_ms: i64,
     pub waited_ms: i64,
     pub expires_in_ms: i64,
 }
 
 impl WaiterRow {
+    /// A row as read, aged on `clock`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: i64,
+        job: String,
+        pass_id: String,
+        holder: Holder,
+        argv: Vec<String>,
+        cwd: String,
+        slots: u32,
+        stamps: Stamps,
+        clock: &Clock,
+    ) -> WaiterRow {
+        let ages = Ages::of(&stamps, &holder.boot_id, clock);
+        WaiterRow {
+            id,
+            job,
+            pass_id,
+            argv,
+            cwd,
+            slots,
+            arrived_at_ms: stamps.acquired_ms,
+            // Shown to operators as a wait: on the store's wall clock.
+            waited_ms: clock.now_ms.saturating_sub(stamps.acquired_ms),
+            expires_in_ms: ages.expires_in_ms,
+            stamps,
+            holder,
+        }
+    }
+
     pub fn lapsed(&self) -> bool {
         self.expires_in_ms <= 0
     }
@@ -143,6 +328,28 @@ pub struct Eviction {
     pub slot: u32,
     pub token: i64,
     pub condition: EvictIf,
+}
+
+impl Eviction {
+    /// Whether the eviction still applies to `row`, the slot's row as read
+    /// again inside the transaction that would remove it (aged on that
+    /// transaction's clock). The store then removes it with a
+    /// compare-and-set on what it read. Time only makes "lapsed" and
+    /// "forfeited" truer, so a row still lapsed when read is lapsed when
+    /// removed; a holder that renewed in between changed its stamp and
+    /// keeps its slot.
+    pub fn still_holds(&self, row: &LeaseRow) -> bool {
+        row.slot == self.slot
+            && row.token == self.token
+            && match self.condition {
+                EvictIf::TokenMatches => true,
+                EvictIf::Lapsed => row.lapsed(),
+                // Past its max hold and lapsed: a live holder stops renewing
+                // at its max hold, so the slot is taken only once its lease
+                // has run out.
+                EvictIf::Forfeited => row.lapsed() && row.forfeited(),
+            }
+    }
 }
 
 /// Why a held slot may be freed by someone other than its holder.
@@ -220,6 +427,17 @@ pub enum WaiterDecision {
     },
 }
 
+impl WaiterDecision {
+    /// Whether a removal still applies to `row`, read again inside the
+    /// transaction that would remove it (see `Eviction::still_holds`).
+    pub fn still_holds(&self, row: &WaiterRow) -> bool {
+        match self {
+            WaiterDecision::Keep => false,
+            WaiterDecision::Remove { only_if_lapsed } => !only_if_lapsed || row.lapsed(),
+        }
+    }
+}
+
 /// The ghost rule: a waiter whose process is dead is a ghost; an unknown
 /// one once its lease has lapsed. A live waiter holds nothing, and nothing
 /// (not even `--force`) removes it.
@@ -263,28 +481,155 @@ mod tests {
         );
     }
 
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn holder() -> Holder {
+        Holder {
+            host: "h".into(),
+            boot_id: "b".into(),
+            pid_ns: "n".into(),
+            wrapper: Proc { pid: 1, start: 1 },
+            child: None,
+        }
+    }
+
+    /// A 3 s lease held `held_ms`, lapsing in `expires_in_ms`, with a max
+    /// hold of `max_hold_ms`, read on a wall clock.
     fn row(held_ms: i64, expires_in_ms: i64, max_hold_ms: i64) -> LeaseRow {
-        LeaseRow {
+        let stamps = Stamps {
+            acquired_ms: NOW - held_ms,
+            renewed_ms: NOW - (3000 - expires_in_ms),
+            acquired_boot_ms: None,
+            renewed_boot_ms: None,
+            lease_ms: 3000,
+            max_hold_ms,
+        };
+        let key = LeaseKey {
             job: "j".into(),
             slot: 0,
             token: 1,
-            pass_id: "p".into(),
-            holder: Holder {
-                host: "h".into(),
-                boot_id: "b".into(),
-                pid_ns: "n".into(),
-                wrapper: Proc { pid: 1, start: 1 },
-                child: None,
-            },
-            argv: vec![],
-            cwd: "/".into(),
-            slots: 1,
-            lease_ms: 3000,
-            max_hold_ms,
-            acquired_at_ms: 0,
-            held_ms,
-            renewed_ago_ms: 0,
-            expires_in_ms,
+        };
+        let clock = Clock {
+            now_ms: NOW,
+            boot: None,
+        };
+        LeaseRow::new(
+            key,
+            "p".into(),
+            holder(),
+            vec![],
+            "/".into(),
+            1,
+            stamps,
+            &clock,
+        )
+    }
+
+    /// Which clock ages a row: the boot clock for a row stamped on this
+    /// boot, the wall clock (the server's, on a fleet store) otherwise. A
+    /// wall-clock step of an hour changes the ages of other boots' rows,
+    /// never this boot's.
+    #[test]
+    fn ages_are_measured_on_the_boot_clock_within_one_boot() {
+        let stamps = Stamps {
+            acquired_ms: NOW - 10_000,
+            renewed_ms: NOW - 1_000,
+            acquired_boot_ms: Some(50_000),
+            renewed_boot_ms: Some(59_000),
+            lease_ms: 3_000,
+            max_hold_ms: 20_000,
+        };
+        let on = |now_ms: i64, boot: Option<(&str, i64)>| Clock {
+            now_ms,
+            boot: boot.map(|(id, ms)| (id.to_string(), ms)),
+        };
+        let stepped = NOW + 3_600_000;
+        // (clock, row's boot) -> (held, renewed ago, lapsed, forfeited)
+        let table = [
+            (
+                on(NOW, Some(("b", 60_000))),
+                "b",
+                (10_000, 1_000, false, false),
+            ),
+            (
+                on(stepped, Some(("b", 60_000))),
+                "b",
+                (10_000, 1_000, false, false),
+            ),
+            (
+                on(NOW, Some(("b", 64_000))),
+                "b",
+                (14_000, 5_000, true, false),
+            ),
+            (
+                on(stepped, Some(("other", 60_000))),
+                "b",
+                (3_610_000, 3_601_000, true, true),
+            ),
+            (on(NOW, None), "b", (10_000, 1_000, false, false)),
+            (on(stepped, None), "b", (3_610_000, 3_601_000, true, true)),
+        ];
+        for (clock, row_boot, (held, renewed, lapsed, forfeited)) in table {
+            let a = Ages::of(&stamps, row_boot, &clock);
+            assert_eq!(
+                (a.held_ms, a.renewed_ago_ms, a.lapsed(), a.forfeited()),
+                (held, renewed, lapsed, forfeited),
+                "{clock:?}"
+            );
+            assert_eq!(a.expires_in_ms, 3_000 - renewed);
+        }
+    }
+
+    /// Tokens grow, start above the clock's floor and every forgotten job's
+    /// tokens, are never below 1, and never repeat: a counter that cannot
+    /// grow refuses the pass.
+    #[test]
+    fn the_fencing_token_rule() {
+        // (counter, floor) -> (token, next counter)
+        let table = [
+            ((5, 3), Some((5, 6))),
+            ((5, 9), Some((9, 10))),
+            ((0, -7_000), Some((1, 2))),
+            ((-40, -7_000), Some((1, 2))),
+            ((i64::MAX - 1, 0), Some((i64::MAX - 1, i64::MAX))),
+            ((i64::MAX, 0), None),
+            ((0, i64::MAX), None),
+        ];
+        for ((counter, floor), want) in table {
+            assert_eq!(draw_token(counter, floor), want, "{counter} {floor}");
+        }
+        assert_eq!(first_counter(100, None), 100);
+        assert_eq!(first_counter(100, Some(500)), 500);
+        assert_eq!(first_counter(-5, None), 1);
+    }
+
+    /// An eviction decided outside the transaction applies only to the row
+    /// it was decided on, and only while its condition holds on the row as
+    /// read again.
+    #[test]
+    fn an_eviction_applies_only_while_its_condition_holds() {
+        let ev = |condition| Eviction {
+            slot: 0,
+            token: 1,
+            condition,
+        };
+        let lapsed = row(10, -5, 100);
+        let renewed = row(10, 2000, 100);
+        let forfeit = row(500, -5, 100);
+        let mut other_token = lapsed.clone();
+        other_token.token = 2;
+        let table = [
+            (EvictIf::TokenMatches, &renewed, true),
+            (EvictIf::TokenMatches, &other_token, false),
+            (EvictIf::Lapsed, &lapsed, true),
+            (EvictIf::Lapsed, &renewed, false),
+            (EvictIf::Lapsed, &other_token, false),
+            (EvictIf::Forfeited, &lapsed, false),
+            (EvictIf::Forfeited, &forfeit, true),
+            (EvictIf::Forfeited, &row(500, 2000, 100), false),
+        ];
+        for (condition, row, want) in table {
+            assert_eq!(ev(condition).still_holds(row), want, "{condition:?}");
         }
     }
 
@@ -345,17 +690,30 @@ mod tests {
 
     #[test]
     fn the_ghost_waiter_table() {
-        let waiter = |expires_in_ms| WaiterRow {
-            id: 1,
-            job: "j".into(),
-            pass_id: "p".into(),
-            holder: row(0, 0, 0).holder,
-            argv: vec![],
-            cwd: "/".into(),
-            slots: 1,
-            arrived_at_ms: 0,
-            waited_ms: 0,
-            expires_in_ms,
+        let waiter = |expires_in_ms: i64| {
+            let stamps = Stamps {
+                acquired_ms: NOW - 10_000,
+                renewed_ms: NOW - (3000 - expires_in_ms),
+                acquired_boot_ms: None,
+                renewed_boot_ms: None,
+                lease_ms: 3000,
+                max_hold_ms: i64::MAX,
+            };
+            let clock = Clock {
+                now_ms: NOW,
+                boot: None,
+            };
+            WaiterRow::new(
+                1,
+                "j".into(),
+                "p".into(),
+                holder(),
+                vec![],
+                "/".into(),
+                1,
+                stamps,
+                &clock,
+            )
         };
         let remove = |only_if_lapsed| WaiterDecision::Remove { only_if_lapsed };
         let table = [
@@ -367,10 +725,14 @@ mod tests {
             (Liveness::Alive, -5, WaiterDecision::Keep),
         ];
         for (liveness, expires, want) in table {
+            let w = waiter(expires);
+            let decision = decide_waiter(&w, liveness);
+            assert_eq!(decision, want, "{liveness:?} {expires}");
+            // A removal still applies to the row it was decided on.
             assert_eq!(
-                decide_waiter(&waiter(expires), liveness),
-                want,
-                "{liveness:?} {expires}"
+                decision.still_holds(&w),
+                want != WaiterDecision::Keep,
+                "{liveness:?}"
             );
         }
     }

@@ -6,9 +6,11 @@
 //! stands, which queued pass a newcomer joins, how a pass ended. Each rule
 //! has exactly one deciding function and a table-driven test.
 
+pub mod coalesce;
 pub mod lease;
 pub mod outcome;
 pub mod pause;
+pub mod slots;
 
 use serde::{Deserialize, Serialize};
 

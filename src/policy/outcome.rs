@@ -46,6 +46,41 @@ impl Outcome {
         self.ran_command() || self == Outcome::SpawnFailed
     }
 
+    /// What the outcome says about the pass, for the man pages.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Outcome::Ok => "The command ran and exited 0.",
+            Outcome::Failed => "The command ran and exited with another code.",
+            Outcome::Skipped => {
+                "Every slot was held, or the job was paused, and the pass did not wait \
+                 (or lost its place in the queue); the command did not run."
+            }
+            Outcome::LostLease => {
+                "The pass lost its lease while the command ran (a whole window went \
+                 unrenewed, its row was taken, or it reached its max hold); the command ended \
+                 on its own, or was stopped by --on-lost term."
+            }
+            Outcome::SpawnFailed => {
+                "The pass took a slot but its command could not be started (not found, \
+                 or not executable)."
+            }
+            Outcome::Killed => {
+                "The command died of a signal jobrun did not forward to stop it (the \
+                 kernel's OOM killer, a kill from elsewhere, a crash)."
+            }
+            Outcome::Stopped => {
+                "The pass was told to stop (a signal to jobrun, stop-due) and the command \
+                 died of the forwarded signal or of the KILL after it; or the command never \
+                 started because the stop came first."
+            }
+            Outcome::Coalesced => {
+                "The pass joined an identical queued pass (--coalesce) and ran nothing \
+                 itself."
+            }
+            Outcome::TimedOut => "The pass queued (--wait) and no slot came free in time.",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -73,6 +108,51 @@ impl Outcome {
             "timed-out" => Outcome::TimedOut,
             _ => return None,
         })
+    }
+}
+
+/// How a command that ran came to an end, as its wrapper saw it: the
+/// facts `Outcome::of` decides on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ending {
+    /// The command could not be executed (not found, not executable).
+    pub exec_failed: bool,
+    /// Its exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal it died of, when it did.
+    pub signal: Option<i32>,
+    /// The terminating signal the wrapper received and forwarded, if any.
+    pub stopped_by: Option<i32>,
+    /// The wrapper had to KILL it after its grace period.
+    pub killed: bool,
+    /// The lease was lost (or max hold reached) while it ran.
+    pub lease_lost: bool,
+}
+
+impl Outcome {
+    /// How a pass whose command was started ended: the one rule.
+    ///
+    /// `stopped` only when the command died of the terminating signal the
+    /// wrapper forwarded, or of a KILL after it (the wrapper's
+    /// `--kill-after`, or stop-due's); a command that handled the signal and
+    /// exited is judged by its exit code like any other. Then a lost lease,
+    /// then any other death by signal (`killed`), then the exit code.
+    pub fn of(e: &Ending) -> Outcome {
+        let died_of_stop =
+            e.stopped_by.is_some() && (e.signal == e.stopped_by || e.signal == Some(libc::SIGKILL));
+        if e.exec_failed {
+            Outcome::SpawnFailed
+        } else if died_of_stop {
+            Outcome::Stopped
+        } else if e.lease_lost {
+            Outcome::LostLease
+        } else if e.killed || e.signal.is_some() {
+            Outcome::Killed
+        } else if e.code == Some(0) {
+            Outcome::Ok
+        } else {
+            Outcome::Failed
+        }
     }
 }
 
@@ -104,6 +184,47 @@ pub struct PassRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn how_a_command_ended_decides_its_outcome() {
+        const TERM: Option<i32> = Some(libc::SIGTERM);
+        const KILL: Option<i32> = Some(libc::SIGKILL);
+        let e = |code, signal, stopped_by, killed, lease_lost| Ending {
+            exec_failed: false,
+            code,
+            signal,
+            stopped_by,
+            killed,
+            lease_lost,
+        };
+        let table = [
+            (e(Some(0), None, None, false, false), Outcome::Ok),
+            (e(Some(3), None, None, false, false), Outcome::Failed),
+            // It handled the forwarded TERM and exited: judged by its code.
+            (e(Some(0), None, TERM, false, false), Outcome::Ok),
+            (e(Some(1), None, TERM, false, false), Outcome::Failed),
+            (e(None, TERM, TERM, false, false), Outcome::Stopped),
+            (e(None, KILL, TERM, true, false), Outcome::Stopped),
+            (e(None, KILL, TERM, false, true), Outcome::Stopped),
+            (e(None, TERM, None, false, false), Outcome::Killed),
+            (
+                e(None, Some(libc::SIGSEGV), TERM, false, false),
+                Outcome::Killed,
+            ),
+            (e(None, KILL, None, false, true), Outcome::LostLease),
+            (e(Some(0), None, None, false, true), Outcome::LostLease),
+            (e(None, KILL, None, true, false), Outcome::Killed),
+        ];
+        for (ending, want) in table {
+            assert_eq!(Outcome::of(&ending), want, "{ending:?}");
+        }
+        let failed = Ending {
+            exec_failed: true,
+            code: Some(127),
+            ..Ending::default()
+        };
+        assert_eq!(Outcome::of(&failed), Outcome::SpawnFailed);
+    }
 
     #[test]
     fn outcomes_round_trip() {

@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::liveness::StoreReach;
+use crate::evidence::StoreReach;
 use crate::policy::lease::LeaseKey;
 use crate::renewer::{Renewable, Renewal};
 

@@ -9,20 +9,34 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::liveness::StoreReach;
-use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterRow};
+use crate::evidence::StoreReach;
+use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
-use crate::policy::pause::Pause;
+use crate::policy::pause::{Pause, PauseScope};
 use crate::renewer::Renewal;
 
+#[cfg(test)]
+mod contract;
 mod handle;
+mod pgconfig;
 mod pgconn;
+mod pgerr;
+mod pgnotify;
+mod pgpass;
 mod pgtls;
 pub mod postgres;
+mod rows;
+mod schema;
 mod sql;
-pub use handle::{Held, StoreHandle, StoreLease};
-pub use sql::ALL_JOBS;
 pub mod sqlite;
+mod steps;
+mod transitions;
+
+pub use handle::{Held, StoreHandle, StoreLease};
+
+/// What `notify_waiters` names when every job may have room (`resume
+/// --all`); not a valid job name (it has a control character).
+pub const ALL_JOBS: &str = "\u{1}all";
 
 /// Errors whose kind decides what the caller does next: a busy or dropped
 /// store is retried (the renewer tries again next tick), anything else is
@@ -35,16 +49,18 @@ pub enum StoreError {
     Unreachable(String, String),
     #[error("store {path} is corrupt or not a jobrun store: {detail}")]
     Corrupt { path: String, detail: String },
-    #[error("store {path} was written by a newer jobrun (schema {found}; this jobrun knows up to {known}); refusing to touch it")]
-    NewerSchema {
-        path: String,
-        found: i64,
-        known: i64,
-    },
+    /// A job whose fencing-token counter cannot grow (only a writer of the
+    /// store can put it there): the pass is refused, never given a token
+    /// twice.
+    #[error("job {0}: its fencing-token counter is {1} and cannot grow; refusing the pass rather than hand out a token twice (the store's jobs row was written by something other than jobrun)")]
+    TokensExhausted(String, i64),
+    /// A store whose schema needs a newer jobrun (`schema::too_new`).
+    #[error("{0}")]
+    TooNew(String),
     #[error("store {path} is on a network filesystem ({fs}); SQLite locking is not safe there: use a PostgreSQL store (JOBRUN_DB=postgres://...)")]
     NetworkFs { path: String, fs: String },
     /// A file of the store that is not ours to use: a symlink, another
-    /// user's file, one writable beyond `--db-mode` (see `trust`).
+    /// user's file, one writable beyond `--db-mode` (see `files::judge`).
     #[error("refusing the store: {0}")]
     Refused(String),
     /// A command that only reads or acts on existing passes was pointed
@@ -75,12 +91,14 @@ pub enum StoreSpec {
 
 /// Mode of the files jobrun creates beside a SQLite store by default.
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
+/// Holders' kernel lock files live in `<store>.holders/`.
+pub const HOLDERS_SUFFIX: &str = "holders";
 
 impl StoreSpec {
     pub fn parse(s: &str, mode: u32) -> StoreSpec {
         if s.starts_with("postgres://")
             || s.starts_with("postgresql://")
-            || postgres::looks_like_keyword_string(s)
+            || pgconn::looks_like_keyword_string(s)
         {
             StoreSpec::Postgres(s.to_string())
         } else {
@@ -156,7 +174,7 @@ impl StoreSpec {
     /// A PostgreSQL store spans kernels, so the source does not apply.
     pub fn lock_dir(&self) -> Option<PathBuf> {
         match self {
-            StoreSpec::Sqlite(p, _) => Some(sibling(p, "holders")),
+            StoreSpec::Sqlite(p, _) => Some(sibling(p, HOLDERS_SUFFIX)),
             StoreSpec::Postgres(_) => None,
         }
     }
@@ -166,7 +184,7 @@ impl StoreSpec {
     pub fn display(&self) -> String {
         match self {
             StoreSpec::Sqlite(p, _) => p.display().to_string(),
-            StoreSpec::Postgres(url) => postgres::redact(url),
+            StoreSpec::Postgres(url) => pgconn::redact(url),
         }
     }
 }
@@ -276,9 +294,6 @@ pub trait Store: Send {
     /// taking happen in one transaction, and the fencing token is drawn from
     /// a per-job counter that never goes back.
     fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
-    /// Extend the lease by `lease` from now: false if the row is no longer
-    /// ours (compare-and-set on the token).
-    fn renew(&mut self, key: &LeaseKey, lease: Duration) -> Result<bool>;
     /// Give the slot back, and record the pass (pruning its job's history
     /// to `keep`) in the same transaction: false if the row was no longer
     /// ours. The pass is recorded either way.
@@ -298,27 +313,31 @@ pub trait Store: Send {
     /// own) and its history, in one transaction; otherwise say why not.
     fn forget(&mut self, job: &str) -> Result<Forget>;
 
-    /// Pause one job, or all (`job == None`), including jobs first seen
-    /// while the pause stands, on behalf of `owner` (`None`: nobody's).
-    fn pause(&mut self, job: Option<&str>, owner: Option<&str>, reason: Option<&str>)
-        -> Result<()>;
-    /// Lift `owner`'s pause of one job, or every pause `owner` holds
-    /// (`job == None`); `owner == None` lifts pauses without an owner.
-    /// Returns how many were lifted.
-    fn resume(&mut self, job: Option<&str>, owner: Option<&str>) -> Result<u64>;
+    /// Pause `scope` (one job, or all of them, including jobs first seen
+    /// while the pause stands) on behalf of `owner` (`None`: nobody's).
+    fn pause(
+        &mut self,
+        scope: &PauseScope,
+        owner: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<()>;
+    /// Lift `owner`'s pause of `scope`, or every pause `owner` holds
+    /// (`None`); `owner == None` lifts pauses without an owner. Returns how
+    /// many were lifted.
+    fn resume(&mut self, scope: Option<&PauseScope>, owner: Option<&str>) -> Result<u64>;
     fn pauses(&mut self) -> Result<Vec<Pause>>;
 
-    /// Join the job's queue, or coalesce into an identical queued pass when
-    /// `coalesce` is set.
-    fn enqueue(&mut self, req: &AcquireRequest, coalesce: bool) -> Result<Enqueue>;
+    /// Join the job's queue, or, with `coalesce` (whether the command's text
+    /// is exact: see `policy::coalesce`), join an identical queued pass.
+    fn enqueue(&mut self, req: &AcquireRequest, coalesce: Option<bool>) -> Result<Enqueue>;
     /// Promote waiter `id` if it is within the first free slots' worth of
     /// waiters, in arrival order, and the job is not paused. The waiter row
     /// becomes a lease in the same transaction.
     fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
-    fn renew_waiter(&mut self, id: i64, lease: Duration) -> Result<bool>;
-    /// Remove a waiter: its own departure, or a ghost's removal when
-    /// `only_if_lapsed` holds.
-    fn remove_waiter(&mut self, id: i64, only_if_lapsed: bool) -> Result<bool>;
+    /// Remove a waiter, if `decision` still holds for its row as read in
+    /// the transaction (its own departure: `Remove { only_if_lapsed:
+    /// false }`).
+    fn remove_waiter(&mut self, id: i64, decision: WaiterDecision) -> Result<bool>;
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>>;
 
     /// What tells this database from another at the same address (a
@@ -353,12 +372,9 @@ impl StorePin {
     pub fn new(spec: &StoreSpec, store: &mut dyn Store) -> Result<StorePin> {
         match spec {
             StoreSpec::Sqlite(path, _) => {
-                use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+                use std::os::unix::fs::MetadataExt;
                 let shown = path.display().to_string();
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-                    .open(path)
+                let file = crate::files::open(None, path, nix::fcntl::OFlag::O_RDONLY, 0)
                     .map_err(|e| StoreError::Other(shown.clone(), e.to_string()))?;
                 let meta = file
                     .metadata()
@@ -371,6 +387,14 @@ impl StorePin {
                 })
             }
             StoreSpec::Postgres(_) => Ok(StorePin::Database(store.identity()?.unwrap_or_default())),
+        }
+    }
+
+    /// The pinned database's identity (`None` for a file store).
+    pub fn database(&self) -> Option<&str> {
+        match self {
+            StorePin::Database(id) => Some(id),
+            StorePin::File { .. } => None,
         }
     }
 
@@ -397,18 +421,6 @@ impl StorePin {
                 path.display()
             )),
             Err(e) => Err(format!("the store file {} is gone: {e}", path.display())),
-        }
-    }
-
-    /// Whether `store` (a connection to the same address) is still the
-    /// pinned store: `Ok(Err(why))` when it is another one.
-    pub fn check(&self, store: &mut dyn Store) -> Result<std::result::Result<(), String>> {
-        match self {
-            StorePin::File { .. } => Ok(self.check_file()),
-            StorePin::Database(id) => Ok(match store.identity()? {
-                Some(now) if now != *id => Err(StorePin::another_database(&now, id)),
-                _ => Ok(()),
-            }),
         }
     }
 

@@ -5,46 +5,88 @@
 //! string; keywords it leaves out come from `PGHOST`, `PGPORT`, `PGUSER`,
 //! `PGDATABASE`, `PGPASSWORD`, `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`,
 //! `PGSSLKEY`, `PGAPPNAME`, `PGCONNECT_TIMEOUT`, then libpq's defaults; a
-//! missing password comes from `PGPASSFILE` or `~/.pgpass`. Invariant: no
-//! message made here quotes a password, and `shown()` never holds one.
+//! missing password comes from `PGPASSFILE` or `~/.pgpass`.
+//!
+//! Everything jobrun knows of connection strings is here, once: the
+//! keywords, which of them are secrets, and one reader of URLs, which both
+//! the parser and the redaction of a URL that does not parse use.
+//! Invariant: no message made here quotes a password, and neither
+//! `shown()` nor `redact()` ever holds one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::pgpass;
+
 /// Keywords whose values are secrets.
 const SECRET_KEYS: &[&str] = &["password", "sslpassword"];
 
-/// The keywords jobrun understands, and the environment variable of each.
-const KEYWORDS: &[(&str, Option<&str>)] = &[
-    ("host", Some("PGHOST")),
-    ("hostaddr", Some("PGHOSTADDR")),
-    ("port", Some("PGPORT")),
-    ("dbname", Some("PGDATABASE")),
-    ("user", Some("PGUSER")),
-    ("password", Some("PGPASSWORD")),
-    ("passfile", Some("PGPASSFILE")),
-    ("connect_timeout", Some("PGCONNECT_TIMEOUT")),
-    ("application_name", Some("PGAPPNAME")),
-    ("fallback_application_name", None),
-    ("options", Some("PGOPTIONS")),
-    ("sslmode", Some("PGSSLMODE")),
-    ("sslrootcert", Some("PGSSLROOTCERT")),
-    ("sslcert", Some("PGSSLCERT")),
-    ("sslkey", Some("PGSSLKEY")),
-    ("sslpassword", None),
-    ("sslnegotiation", Some("PGSSLNEGOTIATION")),
-    ("sslsni", Some("PGSSLSNI")),
-    ("target_session_attrs", Some("PGTARGETSESSIONATTRS")),
-    ("load_balance_hosts", Some("PGLOADBALANCEHOSTS")),
-    ("keepalives", None),
-    ("keepalives_idle", None),
-    ("keepalives_interval", None),
-    ("keepalives_count", None),
-    ("tcp_user_timeout", None),
-    ("channel_binding", Some("PGCHANNELBINDING")),
-    ("client_encoding", Some("PGCLIENTENCODING")),
-    ("gssencmode", Some("PGGSSENCMODE")),
+/// What jobrun makes of a libpq keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// Read from the string, else from this environment variable.
+    Env(&'static str),
+    /// Read from the string only.
+    Plain,
+    /// libpq's, not jobrun's: a string with it is refused, but it still
+    /// marks a `--db` as a `key=value` string, never a file path.
+    Refused,
+}
+
+/// libpq's connection keywords, and what jobrun makes of each.
+const KEYWORDS: &[(&str, Use)] = &[
+    ("host", Use::Env("PGHOST")),
+    ("hostaddr", Use::Env("PGHOSTADDR")),
+    ("port", Use::Env("PGPORT")),
+    ("dbname", Use::Env("PGDATABASE")),
+    ("user", Use::Env("PGUSER")),
+    ("password", Use::Env("PGPASSWORD")),
+    ("passfile", Use::Env("PGPASSFILE")),
+    ("connect_timeout", Use::Env("PGCONNECT_TIMEOUT")),
+    ("application_name", Use::Env("PGAPPNAME")),
+    ("fallback_application_name", Use::Plain),
+    ("options", Use::Env("PGOPTIONS")),
+    ("sslmode", Use::Env("PGSSLMODE")),
+    ("sslrootcert", Use::Env("PGSSLROOTCERT")),
+    ("sslcert", Use::Env("PGSSLCERT")),
+    ("sslkey", Use::Env("PGSSLKEY")),
+    ("sslpassword", Use::Plain),
+    ("sslnegotiation", Use::Env("PGSSLNEGOTIATION")),
+    ("sslsni", Use::Env("PGSSLSNI")),
+    ("target_session_attrs", Use::Env("PGTARGETSESSIONATTRS")),
+    ("load_balance_hosts", Use::Env("PGLOADBALANCEHOSTS")),
+    ("keepalives", Use::Plain),
+    ("keepalives_idle", Use::Plain),
+    ("keepalives_interval", Use::Plain),
+    ("keepalives_count", Use::Plain),
+    ("tcp_user_timeout", Use::Plain),
+    ("channel_binding", Use::Env("PGCHANNELBINDING")),
+    ("client_encoding", Use::Env("PGCLIENTENCODING")),
+    ("gssencmode", Use::Env("PGGSSENCMODE")),
+    ("replication", Use::Refused),
+    ("requiressl", Use::Refused),
+    ("sslcompression", Use::Refused),
+    ("sslcertmode", Use::Refused),
+    ("sslcrl", Use::Refused),
+    ("sslcrldir", Use::Refused),
+    ("requirepeer", Use::Refused),
+    ("ssl_min_protocol_version", Use::Refused),
+    ("ssl_max_protocol_version", Use::Refused),
+    ("krbsrvname", Use::Refused),
+    ("gsslib", Use::Refused),
+    ("gssdelegation", Use::Refused),
+    ("service", Use::Refused),
+    ("require_auth", Use::Refused),
 ];
+
+/// Whether `key` (as written in a URL: percent-encoded, any case) names a
+/// secret.
+fn is_secret_key(key: &str) -> bool {
+    let key = percent_decoded(key);
+    SECRET_KEYS
+        .iter()
+        .any(|s| key.trim().eq_ignore_ascii_case(s))
+}
 
 /// Where libpq puts its server socket on Debian.
 pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
@@ -97,7 +139,9 @@ impl ConnParams {
 
     fn set(&mut self, key: &str, value: String) -> Result<(), String> {
         let key = key.trim();
-        let known = KEYWORDS.iter().any(|(k, _)| *k == key)
+        let known = KEYWORDS
+            .iter()
+            .any(|(k, u)| *k == key && *u != Use::Refused)
             || (key == "ssl" && matches!(value.as_str(), "true" | "1"));
         if key == "ssl" {
             // The JDBC spelling some URLs carry: ssl=true is sslmode=require.
@@ -117,20 +161,16 @@ impl ConnParams {
     /// Parse a `--db` value: a URL or a `key=value` string. Errors never
     /// quote a value.
     pub fn parse(s: &str) -> Result<ConnParams, String> {
-        if let Some(rest) = s
-            .strip_prefix("postgresql://")
-            .or_else(|| s.strip_prefix("postgres://"))
-        {
-            parse_url(rest)
-        } else {
-            parse_keywords(s)
+        match Url::split(s) {
+            Some(url) if matches!(url.scheme, "postgres" | "postgresql") => parse_url(&url),
+            _ => parse_keywords(s),
         }
     }
 
     /// Fill what the string left out from libpq's environment variables.
     pub fn with_env(mut self, env: &dyn Fn(&str) -> Option<String>) -> ConnParams {
-        for (key, var) in KEYWORDS {
-            if let Some(var) = var {
+        for (key, how) in KEYWORDS {
+            if let Use::Env(var) = how {
                 if self.get(key).is_none() {
                     if let Some(v) = env(var).filter(|v| !v.is_empty()) {
                         self.map.insert(key.to_string(), v);
@@ -231,27 +271,6 @@ impl ConnParams {
                 None => return,
             },
         };
-        let Ok(meta) = std::fs::metadata(&file) else {
-            return;
-        };
-        {
-            use std::os::unix::fs::PermissionsExt;
-            if !meta.is_file() {
-                return;
-            }
-            if meta.permissions().mode() & 0o077 != 0 {
-                warn(format!(
-                    "warning: password file {} has group or world access (mode {:04o}); it is \
-                     not used: chmod 0600 it",
-                    file.display(),
-                    meta.permissions().mode() & 0o7777
-                ));
-                return;
-            }
-        }
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            return;
-        };
         let host = self.hosts().into_iter().next().unwrap_or_default();
         // libpq matches a socket directory with the entry "localhost".
         let host = if host.starts_with('/') || host.is_empty() {
@@ -265,125 +284,82 @@ impl ConnParams {
             .unwrap_or("5432")
             .to_string();
         let want = [host, port, self.dbname(), self.user()];
-        if let Some(pw) = pgpass_lookup(&text, &want) {
+        if let Some(pw) = pgpass::password(&file, &want, warn) {
             self.map.insert("password".into(), pw);
         }
     }
+}
 
-    /// The `tokio_postgres` configuration for these settings (TLS apart).
-    pub fn config(&self) -> Result<postgres::Config, String> {
-        let mut c = postgres::Config::new();
-        for h in self.hosts() {
-            if h.starts_with('/') {
-                c.host_path(&h);
-            } else if !h.is_empty() {
-                c.host(&h);
-            }
+/// Whether `db` looks like a libpq `key=value` connection string
+/// (`host=db1 user=jobrun password=...`): it starts with `keyword=`, or it
+/// names no directory and one of its words is `keyword=...`.
+pub fn looks_like_keyword_string(db: &str) -> bool {
+    let is_pair = |word: &str| {
+        word.split_once('=').is_some_and(|(k, _)| {
+            KEYWORDS
+                .iter()
+                .any(|(kw, _)| k.trim().eq_ignore_ascii_case(kw))
+        })
+    };
+    let first = db.split_whitespace().next().unwrap_or("");
+    // "host = db1" spells the same pair with spaces around '='.
+    let spaced = db
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[1].starts_with('=') && is_pair(&format!("{}=", w[0])));
+    is_pair(first) || (!db.contains('/') && (db.split_whitespace().any(is_pair) || spaced))
+}
+
+/// A connection's settings, resolved the way libpq resolves them: the
+/// string, then `PG*` variables, then `.pgpass` for a missing password.
+pub fn resolve(db: &str) -> Result<ConnParams, String> {
+    let mut params = ConnParams::parse(db)?.with_env(&|k| std::env::var(k).ok());
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    // Once per process: a renewer reconnecting each tick says it once.
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    params.resolve_password(home.as_deref(), &mut |line| {
+        if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            crate::say!("{line}");
         }
-        if let Some(a) = self.get("hostaddr") {
-            for a in a.split(',') {
-                let ip = a
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("invalid hostaddr {:?}", a.trim()))?;
-                c.hostaddr(ip);
-            }
-            if self.get("host").is_none() {
-                // Each address stands for itself (and names its TLS peer).
-                for a in a.split(',') {
-                    c.host(a.trim());
-                }
-            }
-        }
-        if let Some(p) = self.get("port") {
-            for p in p.split(',') {
-                let p = if p.trim().is_empty() {
-                    "5432"
-                } else {
-                    p.trim()
-                };
-                c.port(p.parse().map_err(|_| format!("invalid port {p:?}"))?);
-            }
-        }
-        c.user(&self.user());
-        c.dbname(&self.dbname());
-        if let Some(pw) = self.get("password") {
-            c.password(pw);
-        }
-        if let Some(t) = self.get("connect_timeout") {
-            let secs: u64 = t
-                .trim()
-                .parse()
-                .map_err(|_| format!("invalid connect_timeout {t:?}"))?;
-            if secs > 0 {
-                c.connect_timeout(std::time::Duration::from_secs(secs.max(2)));
-            }
-        }
-        if let Some(o) = self.get("options") {
-            c.options(o);
-        }
-        c.application_name(self.get("application_name").unwrap_or("jobrun"));
-        if let Some(t) = self.get("target_session_attrs") {
-            c.target_session_attrs(match t {
-                "any" => postgres::config::TargetSessionAttrs::Any,
-                "read-write" => postgres::config::TargetSessionAttrs::ReadWrite,
-                other => return Err(format!("unsupported target_session_attrs {other:?}")),
-            });
-        }
-        if self.get("load_balance_hosts") == Some("random") {
-            c.load_balance_hosts(postgres::config::LoadBalanceHosts::Random);
-        }
-        if self.get("channel_binding") == Some("require") {
-            c.channel_binding(postgres::config::ChannelBinding::Require);
-        }
-        c.ssl_mode(match self.sslmode()? {
-            SslMode::Disable => postgres::config::SslMode::Disable,
-            SslMode::Allow | SslMode::Prefer => postgres::config::SslMode::Prefer,
-            _ => postgres::config::SslMode::Require,
-        });
-        if self.get("sslnegotiation") == Some("direct") {
-            c.ssl_negotiation(postgres::config::SslNegotiation::Direct);
-        }
-        Ok(c)
+    });
+    Ok(params)
+}
+
+/// The connection as messages show it: a URL naming the server, user and
+/// database (with what `PG*` variables add), never a password. A URL that
+/// does not parse is shown as written, its secrets replaced by `***`; a
+/// `key=value` string that does not parse is not shown at all.
+pub fn redact(db: &str) -> String {
+    match ConnParams::parse(db) {
+        Ok(p) => p.with_env(&|k| std::env::var(k).ok()).shown(),
+        Err(_) => match Url::split(db) {
+            Some(url) => url.redacted(),
+            None => "(a key=value connection string, not shown: it may hold a password)".into(),
+        },
     }
 }
 
-/// The password of the first `.pgpass` line matching `want` (host, port,
-/// database, user; `*` matches anything; `\:` and `\\` are escapes).
-fn pgpass_lookup(text: &str, want: &[String; 4]) -> Option<String> {
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let mut fields = vec![String::new()];
-        let mut chars = line.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => {
-                    if let Some(n) = chars.next() {
-                        fields.last_mut()?.push(n);
-                    }
-                }
-                ':' if fields.len() < 5 => fields.push(String::new()),
-                c => fields.last_mut()?.push(c),
-            }
-        }
-        if fields.len() != 5 {
-            continue;
-        }
-        if fields[..4]
-            .iter()
-            .zip(want)
-            .all(|(f, w)| f == "*" || f == w)
-        {
-            return Some(fields[4].clone());
-        }
-    }
-    None
+/// The secrets written in `db` if it is a URL (its password wherever it
+/// sits), raw and decoded, so that a message quoting one can have it
+/// removed. Neither the client nor the server quotes a password; this is a
+/// second guard, and a secret of a few characters would turn every
+/// occurrence of them in a message into `***`.
+pub fn url_secrets(db: &str) -> Vec<String> {
+    let mut out = Url::split(db).map(|u| u.secrets()).unwrap_or_default();
+    out.retain(|s| s.chars().count() >= 4);
+    out
+}
+
+/// A message with every secret written in `db` replaced by `***`.
+pub fn scrub(msg: &str, db: &str) -> String {
+    url_secrets(db)
+        .iter()
+        .fold(msg.to_string(), |m, s| m.replace(s.as_str(), "***"))
 }
 
 /// `%XX` escapes decoded.
-pub fn percent_decoded(s: &str) -> String {
+fn percent_decoded(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -402,24 +378,111 @@ pub fn percent_decoded(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `[user[:password]@][host][:port][,...][/dbname][?key=value&...]`.
-fn parse_url(rest: &str) -> Result<ConnParams, String> {
-    let mut p = ConnParams::default();
-    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (netloc, db) = base.split_once('/').unwrap_or((base, ""));
-    let hostports = match netloc.rsplit_once('@') {
-        Some((userinfo, hosts)) => {
-            match userinfo.split_once(':') {
-                Some((u, pw)) => {
-                    p.set("user", percent_decoded(u))?;
-                    p.set("password", percent_decoded(pw))?;
-                }
-                None => p.set("user", percent_decoded(userinfo))?,
-            }
-            hosts
+/// A URL as written, cut into its parts, nothing decoded:
+/// `scheme://[user[:password]@][host][:port][,...][/dbname][?key=value&...]`.
+/// The user and password run to the last `@` before the query, so a
+/// password holding `@` or `/` is never read as a host or a database.
+struct Url<'a> {
+    scheme: &'a str,
+    /// `user[:password]`.
+    userinfo: Option<&'a str>,
+    /// The hosts and ports, then `/dbname`.
+    location: &'a str,
+    /// The `key=value` pairs joined by `&`.
+    query: Option<&'a str>,
+}
+
+impl<'a> Url<'a> {
+    /// `None` for a string without `://`.
+    fn split(s: &'a str) -> Option<Url<'a>> {
+        let (scheme, rest) = s.split_once("://")?;
+        let (base, query) = match rest.split_once('?') {
+            Some((base, query)) => (base, Some(query)),
+            None => (rest, None),
+        };
+        let (userinfo, location) = match base.rsplit_once('@') {
+            Some((userinfo, location)) => (Some(userinfo), location),
+            None => (None, base),
+        };
+        Some(Url {
+            scheme,
+            userinfo,
+            location,
+            query,
+        })
+    }
+
+    /// The user, and the password if there is one.
+    fn credentials(&self) -> Option<(&'a str, Option<&'a str>)> {
+        self.userinfo.map(|u| match u.split_once(':') {
+            Some((user, password)) => (user, Some(password)),
+            None => (u, None),
+        })
+    }
+
+    /// The query's pairs as written, empty ones included.
+    fn pairs(&self) -> impl Iterator<Item = &'a str> {
+        self.query.into_iter().flat_map(|q| q.split('&'))
+    }
+
+    /// The secrets written in the URL (its password and the values of its
+    /// secret parameters, however spelled), raw and decoded.
+    fn secrets(&self) -> Vec<String> {
+        let password = self.credentials().and_then(|(_, pw)| pw);
+        let params = self
+            .pairs()
+            .filter_map(|kv| kv.split_once('='))
+            .filter(|(k, _)| is_secret_key(k))
+            .map(|(_, v)| v);
+        password
+            .into_iter()
+            .chain(params)
+            .flat_map(|s| [s.to_string(), percent_decoded(s)])
+            .collect()
+    }
+
+    /// The URL as written, with `***` for its password and for the value
+    /// of each secret parameter: for a URL that does not parse.
+    fn redacted(&self) -> String {
+        let base = match self.credentials() {
+            Some((user, Some(_))) => format!("{user}:***@{}", self.location),
+            Some((user, None)) => format!("{user}@{}", self.location),
+            None => self.location.to_string(),
+        };
+        if self.query.is_none() {
+            return format!("{}://{base}", self.scheme);
         }
-        None => netloc,
-    };
+        let pairs: Vec<String> = self
+            .pairs()
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if is_secret_key(k) => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        format!("{}://{base}?{}", self.scheme, pairs.join("&"))
+    }
+}
+
+/// The settings a URL names. Errors never quote a password.
+fn parse_url(url: &Url) -> Result<ConnParams, String> {
+    let mut p = ConnParams::default();
+    if let Some((user, password)) = url.credentials() {
+        // libpq ends the user info at the first '/'; so a password with an
+        // unencoded '/' would be read as a host, a port and a database,
+        // and shown as such. Which one was meant cannot be known.
+        if url.userinfo.is_some_and(|u| u.contains('/')) {
+            return Err(
+                "invalid URL: '/' before '@': write a '/' in the password as %2F, an \
+                        '@' in the database name as %40"
+                    .into(),
+            );
+        }
+        p.set("user", percent_decoded(user))?;
+        if let Some(pw) = password {
+            p.set("password", percent_decoded(pw))?;
+        }
+    }
+    let (hostports, db) = url.location.split_once('/').unwrap_or((url.location, ""));
     if !hostports.is_empty() {
         let mut hosts = vec![];
         let mut ports = vec![];
@@ -448,7 +511,7 @@ fn parse_url(rest: &str) -> Result<ConnParams, String> {
     if !db.is_empty() {
         p.set("dbname", percent_decoded(db))?;
     }
-    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+    for kv in url.pairs().filter(|kv| !kv.is_empty()) {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("invalid URL parameter {:?}: no '='", percent_decoded(kv)))?;
@@ -573,24 +636,93 @@ mod tests {
     }
 
     #[test]
-    fn pgpass_lines_match_like_libpq() {
-        let text = "# comment\ndb1:5432:*:jobrun:first\n*:*:jobs:*:a\\:b\\\\c\n";
-        let want = |h: &str, d: &str, u: &str| {
-            [
-                h.to_string(),
-                "5432".to_string(),
-                d.to_string(),
-                u.to_string(),
-            ]
-        };
+    fn passwords_never_reach_messages() {
         assert_eq!(
-            pgpass_lookup(text, &want("db1", "x", "jobrun")).as_deref(),
-            Some("first")
+            redact("postgres://jobrun:s3cret@db1/jobs"),
+            "postgres://jobrun@db1/jobs"
         );
         assert_eq!(
-            pgpass_lookup(text, &want("db2", "jobs", "u")).as_deref(),
-            Some("a:b\\c")
+            redact("postgres://jobrun:p@ss@db1/jobs?sslmode=disable&PassWord=s3cret"),
+            "postgres://jobrun:***@db1/jobs?sslmode=disable&PassWord=***"
         );
-        assert_eq!(pgpass_lookup(text, &want("db2", "other", "u")), None);
+        assert_eq!(
+            redact("postgresql://db1/jobs?password=a&sslpassword=b&sslmode=require"),
+            "postgres://db1/jobs?sslmode=require"
+        );
+        assert_eq!(
+            redact("host=db1 user=jobrun password='it''s a secret' dbname=jobs"),
+            "(a key=value connection string, not shown: it may hold a password)"
+        );
+        assert_eq!(
+            redact("host=db1 user=jobrun password=s3cret dbname=jobs"),
+            "postgres://jobrun@db1/jobs"
+        );
+        assert_eq!(
+            Url::split("postgresql://db1/jobs?password=a&sslpassword=b&pass%77ord=c")
+                .unwrap()
+                .redacted(),
+            "postgresql://db1/jobs?password=***&sslpassword=***&pass%77ord=***"
+        );
+        assert_eq!(
+            scrub(
+                "auth failed for s3cret and s%40cret",
+                "postgres://u:s%40cret@h/d?password=s3cret"
+            ),
+            "auth failed for *** and ***"
+        );
+    }
+
+    #[test]
+    fn a_password_with_a_slash_is_refused_and_never_shown() {
+        // libpq would read "pa/ss" as port "pa" and database "ss@db1/jobs".
+        for url in [
+            "postgres://jobrun:pa/ss@db1/jobs",
+            "postgres://jobrun:12/ss@db1:5432/jobs?sslmode=require",
+            "postgres://db1/jobs@x",
+        ] {
+            let e = ConnParams::parse(url).unwrap_err();
+            assert!(e.contains("%2F") && !e.contains("ss@"), "{e}");
+            let shown = redact(url);
+            assert!(
+                !shown.contains("pa/ss") && !shown.contains("12/ss"),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            redact("postgres://jobrun:pa/ss@db1/jobs"),
+            "postgres://jobrun:***@db1/jobs"
+        );
+        assert_eq!(
+            url_secrets("postgres://jobrun:pa%2Fss@db1/jobs"),
+            vec!["pa%2Fss".to_string(), "pa/ss".to_string()]
+        );
+        assert_eq!(
+            parsed("postgres://jobrun:pa%2Fss@db1/jobs").get("password"),
+            Some("pa/ss")
+        );
+    }
+
+    #[test]
+    fn keyword_strings_are_recognised() {
+        assert!(looks_like_keyword_string(
+            "host=db1 user=jobrun password=s3cret"
+        ));
+        assert!(looks_like_keyword_string("password=s3cret"));
+        assert!(looks_like_keyword_string("dbname = jobs"));
+        assert!(looks_like_keyword_string(
+            "host=/var/run/postgresql dbname=jobs"
+        ));
+        assert!(!looks_like_keyword_string("/var/lib/jobrun/jobrun.db"));
+        assert!(!looks_like_keyword_string("./state/a=b.db"));
+        assert!(!looks_like_keyword_string("jobrun.db"));
+        assert!(!looks_like_keyword_string("weird=name.db"));
+    }
+
+    #[test]
+    fn libpq_keywords_jobrun_does_not_use_are_refused_but_recognised() {
+        assert!(looks_like_keyword_string("service=fleet"));
+        let e = ConnParams::parse("service=fleet").unwrap_err();
+        assert_eq!(e, "invalid connection option \"service\"");
+        assert!(ConnParams::parse("postgres://db1/jobs?sslcrl=x").is_err());
     }
 }

@@ -6,51 +6,22 @@
 //! (`SELECT ... FOR UPDATE`), and a dead server cannot hang a caller: every
 //! connection has a connect timeout and a statement timeout.
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Client, NoTls, SimpleQueryMessage};
 
-use super::pgconn::ConnParams;
-
-use super::sql::{Backend, Clock, Conn, SqlStore, Value};
-use super::{Held, Result, StoreError, StorePin};
-use crate::renewer::Renewal;
+use super::pgconn::{redact, resolve, scrub, url_secrets};
+use super::pgerr::{busy_server, map_err, refused, scrub_all};
+use super::schema::{self, Dialect, Fit, Marker};
+use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
+use super::{Result, StoreError};
+use crate::policy::lease::Clock;
 
 /// A dead or unreachable server must fail a tick well inside one lease
 /// window (the shortest lease is 3 s, the renew interval 1 s).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-const SCHEMA_VERSION: i64 = 4;
-/// Version 2: lock files are named by pass id, never by a row; rows carry
-/// boot-clock stamps (used by one-machine stores, kept for one schema); the
-/// store gets the stamp that tells it from a re-created one.
-const SCHEMA_V2: &str = r#"
-ALTER TABLE leases DROP COLUMN lock_path;
-ALTER TABLE waiters DROP COLUMN lock_path;
-ALTER TABLE leases ADD COLUMN acquired_boot_ms BIGINT;
-ALTER TABLE leases ADD COLUMN renewed_boot_ms BIGINT;
-ALTER TABLE waiters ADD COLUMN renewed_boot_ms BIGINT;
-CREATE TABLE jobrun_store (stamp TEXT NOT NULL);
-INSERT INTO jobrun_store (stamp)
-    VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
-"#;
-
-/// Version 3: a pass's wait before its command started, apart from its
-/// duration.
-const SCHEMA_V3: &str = r#"
-ALTER TABLE history ADD COLUMN waited_ms BIGINT;
-"#;
-
-/// Version 4: pauses have an owner ('' for none): a job is paused while any
-/// owner's pause stands, and each owner lifts only its own.
-const SCHEMA_V4: &str = r#"
-ALTER TABLE pauses ADD COLUMN owner TEXT NOT NULL DEFAULT '';
-ALTER TABLE pauses DROP CONSTRAINT pauses_pkey;
-ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
-"#;
 
 /// The server's clock in milliseconds: one clock for a fleet.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -77,174 +48,11 @@ fn text_rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
         .collect()
 }
 
-/// `s` as an SQL string literal. The escape-string form reads the same
-/// whatever the server's `standard_conforming_strings`.
-fn literal(s: &str) -> String {
-    format!("E'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
-
-/// Query parameters of a connection URL that hold a secret.
-const SECRET_PARAMS: &[&str] = &["password", "sslpassword"];
-
-use super::pgconn::percent_decoded;
-
-/// The connection as messages show it: a URL naming the server, user and
-/// database (with what `PG*` variables add), never a password.
-pub fn redact(url: &str) -> String {
-    match ConnParams::parse(url) {
-        Ok(p) => p.with_env(&|k| std::env::var(k).ok()).shown(),
-        Err(_) if url.contains("://") => redact_url(url),
-        Err(_) => "(a key=value connection string, not shown: it may hold a password)".into(),
-    }
-}
-
-/// A URL that does not parse, without its password wherever it sits
-/// (user info `user:pw@`, or a `password=`/`sslpassword=` query parameter
-/// in any case).
-fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (base, query) = match rest.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (rest, None),
-    };
-    // The host part starts after the last '@' (a password may hold '@').
-    let base = match base.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => base.to_string(),
-        },
-        None => base.to_string(),
-    };
-    let Some(query) = query else {
-        return format!("{scheme}://{base}");
-    };
-    let params: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _))
-                if SECRET_PARAMS
-                    .iter()
-                    .any(|s| percent_decoded(k).trim().eq_ignore_ascii_case(s)) =>
-            {
-                format!("{k}=***")
-            }
-            _ => kv.to_string(),
-        })
-        .collect();
-    format!("{scheme}://{base}?{}", params.join("&"))
-}
-
-/// The secrets in a connection URL (its password wherever it sits), raw
-/// and decoded, so that a message quoting one can have it removed.
-fn secrets(url: &str) -> Vec<String> {
-    let mut out = vec![];
-    let Some((_, rest)) = url.split_once("://") else {
-        return out;
-    };
-    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if let Some((userinfo, _)) = base.rsplit_once('@') {
-        if let Some((_, pw)) = userinfo.split_once(':') {
-            out.push(pw.to_string());
-            out.push(percent_decoded(pw));
-        }
-    }
-    for kv in query.split('&') {
-        if let Some((k, v)) = kv.split_once('=') {
-            if SECRET_PARAMS
-                .iter()
-                .any(|s| percent_decoded(k).trim().eq_ignore_ascii_case(s))
-            {
-                out.push(v.to_string());
-                out.push(percent_decoded(v));
-            }
-        }
-    }
-    // Neither the client nor the server quotes a password; this is a
-    // second guard, and a secret of a few characters would turn every
-    // occurrence of them in a message into `***`.
-    out.retain(|s| s.chars().count() >= 4);
-    out
-}
-
-/// A message with every secret of `url` in it replaced by `***`.
-fn scrub(msg: &str, url: &str) -> String {
-    secrets(url)
-        .iter()
-        .fold(msg.to_string(), |m, s| m.replace(s.as_str(), "***"))
-}
-
-/// Connection keywords of libpq's `key=value` strings: a `--db` made of
-/// them is such a string, never a file path.
-const LIBPQ_KEYWORDS: &[&str] = &[
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "password",
-    "passfile",
-    "channel_binding",
-    "connect_timeout",
-    "client_encoding",
-    "options",
-    "application_name",
-    "fallback_application_name",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_count",
-    "tcp_user_timeout",
-    "replication",
-    "gssencmode",
-    "sslmode",
-    "requiressl",
-    "sslcompression",
-    "sslcert",
-    "sslkey",
-    "sslpassword",
-    "sslcertmode",
-    "sslrootcert",
-    "sslcrl",
-    "sslcrldir",
-    "sslsni",
-    "requirepeer",
-    "ssl_min_protocol_version",
-    "ssl_max_protocol_version",
-    "krbsrvname",
-    "gsslib",
-    "gssdelegation",
-    "service",
-    "target_session_attrs",
-    "load_balance_hosts",
-    "require_auth",
-];
-
-/// Whether `db` looks like a libpq `key=value` connection string
-/// (`host=db1 user=jobrun password=...`): it starts with `keyword=`, or it
-/// names no directory and one of its words is `keyword=...`.
-pub fn looks_like_keyword_string(db: &str) -> bool {
-    let is_pair = |word: &str| {
-        word.split_once('=').is_some_and(|(k, _)| {
-            LIBPQ_KEYWORDS
-                .iter()
-                .any(|kw| k.trim().eq_ignore_ascii_case(kw))
-        })
-    };
-    let first = db.split_whitespace().next().unwrap_or("");
-    // "host = db1" spells the same pair with spaces around '='.
-    let spaced = db
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .any(|w| w[1].starts_with('=') && is_pair(&format!("{}=", w[0])));
-    is_pair(first) || (!db.contains('/') && (db.split_whitespace().any(is_pair) || spaced))
-}
-
 pub struct PgBackend {
-    client: Client,
-    shown: String,
+    /// See `ClockOffset`: zero but in the in-process store tests.
+    pub offset: ClockOffset,
+    pub(super) client: Client,
+    pub(super) shown: String,
     /// Secrets of the connection (wherever they came from), scrubbed from
     /// every message.
     secrets: Vec<String>,
@@ -257,21 +65,6 @@ pub type PgStore = SqlStore<PgBackend>;
 /// fails: a fleet starting many passes at once rides out a full server
 /// instead of failing them all.
 pub const TOO_MANY_CLIENTS_BUDGET: Duration = Duration::from_secs(10);
-
-/// A connection's settings, resolved the way libpq resolves them: the
-/// string, then `PG*` variables, then `.pgpass` for a missing password.
-pub fn resolve(url: &str) -> std::result::Result<ConnParams, String> {
-    let mut params = ConnParams::parse(url)?.with_env(&|k| std::env::var(k).ok());
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    // Once per process: a renewer reconnecting each tick says it once.
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    params.resolve_password(home.as_deref(), &mut |line| {
-        if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            crate::say!("{line}");
-        }
-    });
-    Ok(params)
-}
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
@@ -296,8 +89,8 @@ impl PgStore {
         let params = resolve(url).map_err(&bad)?;
         let shown = params.shown();
         let mut secrets = params.secrets();
-        secrets.extend(self::secrets(url));
-        let mut config = params.config().map_err(&bad)?;
+        secrets.extend(url_secrets(url));
+        let mut config = super::pgconfig::config(&params).map_err(&bad)?;
         let tls = super::pgtls::connector(&params).map_err(&bad)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
@@ -321,7 +114,7 @@ impl PgStore {
                 Ok(c) => break c,
                 Err(e) => {
                     let busy = busy_server(&e);
-                    let err = clarify(scrub_all(map_err(&shown, e), &secrets), &params);
+                    let err = refused(&shown, e, &secrets, &params);
                     let left = budget.saturating_sub(started.elapsed());
                     if !busy || left.is_zero() {
                         return Err(err);
@@ -333,24 +126,13 @@ impl PgStore {
         };
         Ok(SqlStore {
             backend: PgBackend {
+                offset: ClockOffset::default(),
                 client,
                 shown,
                 secrets,
             },
         })
     }
-}
-
-/// A server too busy to take a connection now: full ("too many clients"),
-/// or not answering within the connect timeout (a pooler whose listen
-/// queue overflows under a fleet's start). Worth another try within the
-/// budget; anything else (refused, bad password, no such database) fails at
-/// once.
-fn busy_server(e: &postgres::Error) -> bool {
-    e.code() == Some(&SqlState::TOO_MANY_CONNECTIONS)
-        || e.source()
-            .and_then(|s| s.downcast_ref::<std::io::Error>())
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
 }
 
 /// `base` scaled by a random factor in [0.5, 1.5): passes that met a full
@@ -363,46 +145,6 @@ fn jittered(base: Duration) -> Duration {
     base / 2 + base * r / 65_536
 }
 
-/// A TLS failure said in the user's terms: which `sslmode` check failed.
-fn clarify(e: StoreError, params: &ConnParams) -> StoreError {
-    let hint = |d: &str| -> Option<String> {
-        let mode = params.get("sslmode").unwrap_or("prefer");
-        let root = params.get("sslrootcert").unwrap_or("the system CA bundle");
-        if d.contains("server does not support TLS") {
-            Some(format!(
-                "the server does not offer TLS, and sslmode={mode} requires it"
-            ))
-        } else if d.contains("UnknownIssuer") || d.contains("BadSignature") {
-            Some(format!(
-                "TLS: the server's certificate is not signed by a CA in {root} (sslmode={mode})"
-            ))
-        } else if d.contains("NotValidForName") || d.contains("not valid for name") {
-            Some(format!(
-                "TLS: the server's certificate is not valid for host {} (sslmode={mode}): {d}",
-                params.hosts().join(",")
-            ))
-        } else if d.contains("password missing") {
-            Some(
-                "the server asks for a password and none was given (in the connection string, \
-                 PGPASSWORD, or the password file PGPASSFILE or ~/.pgpass)"
-                    .into(),
-            )
-        } else if d.contains("Expired") {
-            Some(format!("TLS: the server's certificate has expired: {d}"))
-        } else {
-            None
-        }
-    };
-    match e {
-        StoreError::Unreachable(s, d) => match hint(&d) {
-            Some(h) => StoreError::Other(s, h),
-            None => StoreError::Unreachable(s, d),
-        },
-        StoreError::Other(s, d) => StoreError::Other(s.clone(), hint(&d).unwrap_or(d)),
-        e => e,
-    }
-}
-
 /// Statement timeout and lock timeout (2 s each) for the transaction just
 /// begun: a dead server or a held row fails a renewal tick well inside the
 /// window instead of hanging it. Set per transaction (not per session), so a pooler in transaction mode that
@@ -410,64 +152,77 @@ fn clarify(e: StoreError, params: &ConnParams) -> StoreError {
 const BEGIN: &str = "BEGIN; SET LOCAL statement_timeout = 2000; SET LOCAL lock_timeout = 2000";
 
 impl PgBackend {
-    /// Create the schema on first use. A store already at this version is
-    /// only read, so a role with no CREATE privilege (SELECT, INSERT,
-    /// UPDATE, DELETE on the tables) works once an owner has created it.
+    /// Create or migrate the schema (`schema::STEPS`), in one transaction
+    /// that two first users racing take in turns. Only a store behind this
+    /// jobrun is written: one that is current (or newer, within what this
+    /// jobrun may read) is only read, so a role with no CREATE privilege
+    /// (SELECT, INSERT, UPDATE, DELETE on the tables) works once an owner
+    /// has brought the schema up to date.
     fn migrate(&mut self) -> Result<()> {
         let shown = self.shown.clone();
-        let found = self.version()?;
-        if found == Some(SCHEMA_VERSION) {
-            return Ok(());
-        }
-        if let Some(found) = found.filter(|v| *v > SCHEMA_VERSION) {
-            return Err(StoreError::NewerSchema {
-                path: shown,
-                found,
-                known: SCHEMA_VERSION,
-            });
-        }
         self.run_tx(&mut |c| {
-            // Two first users racing to create the schema take turns.
-            c.query("SELECT pg_advisory_xact_lock(4242424242)::text", &[])?;
+            c.query(
+                "SELECT pg_advisory_xact_lock(4242424242)::text AS locked",
+                &[],
+            )?;
             c.batch("CREATE TABLE IF NOT EXISTS jobrun_schema (version BIGINT NOT NULL)")?;
-            let found = c
-                .query("SELECT max(version) FROM jobrun_schema", &[])?
-                .first()
-                .and_then(|r| r.first().and_then(int_of))
-                .unwrap_or(0);
-            if found < 1 {
-                c.batch(&super::sql::schema_v1("BIGINT", "BIGSERIAL PRIMARY KEY"))?;
-                c.batch("INSERT INTO jobrun_schema (version) VALUES (1)")?;
+            let (version, min_reader) = stored_version(c)?.unwrap_or((0, 0));
+            if schema::fit(version, min_reader) == Fit::TooNew {
+                return Err(StoreError::TooNew(schema::too_new(&shown, min_reader)));
             }
-            for (version, step) in [(2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4)] {
-                if found < version {
-                    c.batch(step)?;
-                    c.batch(&format!(
-                        "INSERT INTO jobrun_schema (version) VALUES ({version})"
-                    ))?;
+            for step in schema::after(version) {
+                c.batch(&step.sql(Dialect::Postgres))?;
+                match schema::marker_of(step.version) {
+                    Marker::Legacy(v) => {
+                        c.exec(
+                            "INSERT INTO jobrun_schema (version) VALUES ($1)",
+                            &[v.into()],
+                        )?;
+                    }
+                    Marker::Meta { schema, min_reader } => {
+                        let set = schema::set_meta_sql(Dialect::Postgres);
+                        c.exec(set, &["schema".into(), schema.into()])?;
+                        c.exec(set, &["min_reader".into(), min_reader.into()])?;
+                    }
                 }
             }
             Ok(())
         })
     }
 
-    /// Check the schema, creating or migrating it when `create`: one round
-    /// trip when it is current, as it is for every pass but the first.
+    /// Check the schema, creating or migrating it when `create` (an
+    /// existing store is always brought forward): one round trip when it
+    /// is current, as it is for every pass but the first.
     fn init(&mut self, create: bool) -> Result<()> {
-        let current = self
-            .simple("SELECT max(version)::text FROM jobrun_schema")
+        let read = self
+            .simple(
+                "SELECT 'legacy' AS key, max(version)::text AS value FROM jobrun_schema \
+                 UNION ALL SELECT key, value::text FROM jobrun_meta",
+            )
             .ok()
-            .and_then(|rows| rows.into_iter().next())
-            .and_then(|r| r.into_iter().next().flatten())
-            .and_then(|v| v.parse::<i64>().ok())
-            == Some(SCHEMA_VERSION);
-        if current {
-            return Ok(());
+            .map(|rows| {
+                let get = |k: &str| {
+                    rows.iter()
+                        .find(|r| r.first().and_then(|c| c.as_deref()) == Some(k))
+                        .and_then(|r| r.get(1).cloned().flatten())
+                        .and_then(|v| v.parse::<i64>().ok())
+                };
+                schema::version_of(
+                    get("legacy").unwrap_or(0),
+                    Some((get("schema"), get("min_reader"))),
+                )
+            });
+        let found = match read {
+            Some(v) => Some(v),
+            // No meta table yet (a store of an earlier jobrun), or no store.
+            None => self.run_tx(&mut |c| stored_version(c))?,
+        };
+        match found.map(|(v, min)| (schema::fit(v, min), min)) {
+            Some((Fit::Current | Fit::NewerReadable, _)) => Ok(()),
+            Some((Fit::TooNew, min)) => Err(StoreError::TooNew(schema::too_new(&self.shown, min))),
+            None if !create => Err(StoreError::Missing(self.shown.clone())),
+            _ => self.migrate(),
         }
-        if !create && self.version()?.is_none() {
-            return Err(StoreError::Missing(self.shown.clone()));
-        }
-        self.migrate()
     }
 
     /// `sql` sent as one simple query, in a transaction with jobrun's
@@ -490,88 +245,59 @@ impl PgBackend {
         scrub_all(map_err(&self.shown, e), &self.secrets)
     }
 
-    /// Renew `held` in one round trip, in one transaction that also reads
-    /// the database's identity and renews only while it is `pinned`: a
-    /// renewer that connects for each tick costs the server a connection
-    /// and one exchange.
-    fn renew_in_one_trip(&mut self, held: &Held, lease: Duration, pinned: &str) -> Result<Renewal> {
+    /// Renew in one round trip: one statement (bound parameters, run in
+    /// its own transaction) that reads the database's identity, renews
+    /// only while it is `pinned`, and for a waiter whose row is gone counts
+    /// its promotion. Its lock wait is bounded like every transaction's
+    /// (2 s, set before the row is locked); a renewer that connects for each
+    /// tick costs the server a connection and one exchange.
+    fn renew_statement(&mut self, renew: &Renew, pinned: &str) -> Result<Found> {
         let identity = if pinned.starts_with("cluster/") {
             STAMP_IDENTITY
         } else {
             IDENTITY
         };
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-        let set = format!(
-            "SET renewed_ms = c.now, expires_ms = c.now + {lease_ms}, renewed_boot_ms = NULL \
-             FROM (SELECT {NOW_MS} AS now) c"
+        let next = renew.next_param();
+        // statement_timestamp(): one instant for both stamps.
+        let now = format!("((extract(epoch from statement_timestamp()) * 1000)::bigint + ${next})");
+        let (update, mut params) = renew.update(&now, "NULL");
+        params.push(self.offset.ms().into());
+        params.push(pinned.into());
+        let (promoted, more) = renew
+            .promoted(next + 2)
+            .map(|(sql, p)| (format!("({sql})"), p))
+            .unwrap_or_else(|| ("0".into(), vec![]));
+        params.extend(more);
+        let sql = format!(
+            "WITH timeouts AS MATERIALIZED \
+               (SELECT set_config('lock_timeout', '2000', true) AS lock_timeout), \
+             store AS MATERIALIZED \
+               (SELECT {identity} AS id FROM jobrun_store, timeouts LIMIT 1), \
+             renewed AS ({update} AND EXISTS (SELECT 1 FROM store WHERE id = ${pin}) \
+               RETURNING 1 AS one) \
+             SELECT (SELECT id FROM store) AS identity, \
+               (SELECT count(*) FROM renewed) AS renewed, {promoted} AS promoted",
+            pin = next + 1
         );
-        let ours = format!(
-            "EXISTS (SELECT 1 FROM jobrun_store WHERE {identity} = {}) RETURNING 'renewed'",
-            literal(pinned)
-        );
-        let renew = match held {
-            Held::Lease(k) => format!(
-                "UPDATE leases {set} WHERE job = {} AND slot = {} AND token = {} AND {ours}",
-                literal(&k.job),
-                k.slot,
-                k.token
-            ),
-            // Promoted between two ticks, the row became this pass's
-            // lease, which is not lost: its owner stops this renewer.
-            Held::Waiter { id, job, pass_id } => format!(
-                "UPDATE waiters {set} WHERE id = {id} AND {ours}; \
-                 SELECT 'promoted' FROM leases WHERE job = {} AND pass_id = {}",
-                literal(job),
-                literal(pass_id)
-            ),
-        };
-        let rows = match self.simple(&format!(
-            "SELECT 'store', {identity} FROM jobrun_store LIMIT 1; {renew}"
-        )) {
+        let args = typed(&params);
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            args.iter().map(|(p, t)| (p.as_sql(), t.clone())).collect();
+        let rows = match self.client.query_typed(&sql, &typed) {
             Ok(rows) => rows,
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
-                return Ok(Renewal::StoreLost(
-                    "jobrun's tables are gone from the database".into(),
-                ))
+                return Ok(Found {
+                    renewed: false,
+                    promoted: false,
+                    identity: None,
+                })
             }
             Err(e) => return Err(self.fail(e)),
         };
-        let tagged = |tag: &str| {
-            rows.iter()
-                .find(|r| r.first().and_then(|c| c.as_deref()) == Some(tag))
-        };
-        let now = tagged("store")
-            .and_then(|r| r.get(1).cloned().flatten())
-            .unwrap_or_default();
-        if now != pinned {
-            return Ok(Renewal::StoreLost(StorePin::another_database(&now, pinned)));
-        }
-        Ok(if tagged("renewed").or(tagged("promoted")).is_some() {
-            Renewal::Renewed
-        } else {
-            Renewal::NotOurs
-        })
-    }
-
-    /// The schema version, or `None` before the first use.
-    fn version(&mut self) -> Result<Option<i64>> {
-        self.run(&mut |c| {
-            let exists = c
-                .query(
-                    "SELECT (to_regclass('jobrun_schema') IS NOT NULL)::int",
-                    &[],
-                )?
-                .first()
-                .and_then(|r| r.first().and_then(int_of))
-                == Some(1);
-            if !exists {
-                return Ok(None);
-            }
-            let v = c
-                .query("SELECT max(version) FROM jobrun_schema", &[])?
-                .first()
-                .and_then(|r| r.first().and_then(int_of));
-            Ok(Some(v.unwrap_or(0)))
+        let row = rows.first().map(row_of);
+        Ok(Found {
+            identity: row.as_ref().and_then(|r| r.opt_text("identity")),
+            renewed: row.as_ref().is_some_and(|r| r.int("renewed") > 0),
+            promoted: row.as_ref().is_some_and(|r| r.int("promoted") > 0),
         })
     }
 
@@ -604,6 +330,7 @@ impl PgBackend {
             client: &mut self.client,
             shown: &shown,
             now_ms,
+            offset: &self.offset,
         };
         match f(&mut conn) {
             Ok(out) => {
@@ -616,37 +343,37 @@ impl PgBackend {
             }
         }
     }
-
-    /// Start hearing releases on this connection (`LISTEN`).
-    pub fn listen_releases(&mut self) -> Result<()> {
-        let shown = self.shown.clone();
-        self.client
-            .batch_execute("LISTEN jobrun_release")
-            .map_err(|e| map_err(&shown, e))
-    }
-
-    /// Wait up to `timeout` for a release notification: the job it names,
-    /// or `None` when none came.
-    pub fn next_release(&mut self, timeout: Duration) -> Result<Option<String>> {
-        use postgres::fallible_iterator::FallibleIterator;
-        let shown = self.shown.clone();
-        let got = self.client.notifications().timeout_iter(timeout).next();
-        match got {
-            Ok(Some(n)) => Ok(Some(n.payload().to_string())),
-            Ok(None) if self.client.is_closed() => {
-                Err(StoreError::Unreachable(shown, "connection closed".into()))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(map_err(&shown, e)),
-        }
-    }
 }
 
-impl PgStore {
-    /// The backend, for what only PostgreSQL has (LISTEN/NOTIFY).
-    pub fn backend(&mut self) -> &mut PgBackend {
-        &mut self.backend
+/// The stored (version, oldest reader), or `None` before the first use: the
+/// old marker, and the meta table once it exists (`schema::version_of`).
+fn stored_version(c: &mut dyn Conn) -> Result<Option<(i64, i64)>> {
+    let tables = c.query(
+        "SELECT (to_regclass('jobrun_schema') IS NOT NULL)::int AS legacy, \
+         (to_regclass('jobrun_meta') IS NOT NULL)::int AS meta",
+        &[],
+    )?;
+    let has = |col: &str| tables.first().is_some_and(|r| r.int(col) == 1);
+    if !has("legacy") {
+        return Ok(None);
     }
+    let legacy = c
+        .query("SELECT max(version) AS v FROM jobrun_schema", &[])?
+        .first()
+        .and_then(|r| r.opt_int("v"))
+        .unwrap_or(0);
+    let meta = if has("meta") {
+        let rows = c.query("SELECT key, value FROM jobrun_meta", &[])?;
+        let get = |k: &str| {
+            rows.iter()
+                .find(|r| r.text("key") == k)
+                .map(|r| r.int("value"))
+        };
+        Some((get("schema"), get("min_reader")))
+    } else {
+        None
+    };
+    Ok(Some(schema::version_of(legacy, meta)))
 }
 
 impl Backend for PgBackend {
@@ -667,13 +394,8 @@ impl Backend for PgBackend {
         Ok(Some(found.unwrap_or_else(|| "cluster/".into())))
     }
 
-    fn renew_pinned(
-        &mut self,
-        held: &Held,
-        lease: Duration,
-        pinned: &str,
-    ) -> Option<Result<Renewal>> {
-        Some(self.renew_in_one_trip(held, lease, pinned))
+    fn renew(&mut self, renew: &Renew, pinned: Option<&str>) -> Result<Found> {
+        self.renew_statement(renew, pinned.unwrap_or_default())
     }
 
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
@@ -685,11 +407,28 @@ impl Backend for PgBackend {
     }
 }
 
-fn int_of(v: &Value) -> Option<i64> {
-    match v {
-        Value::Int(i) => Some(*i),
-        _ => None,
-    }
+/// A row of the server's, with its values as the store reads them (its
+/// columns are BIGINT and TEXT; anything else is read as text).
+fn row_of(row: &postgres::Row) -> Row {
+    let columns = Columns::new(row.columns().iter().map(|c| c.name()));
+    let values = row
+        .columns()
+        .iter()
+        .enumerate()
+        .map(|(i, col)| {
+            let t = col.type_();
+            if *t == Type::INT8 {
+                row.get::<_, Option<i64>>(i).map_or(Value::Null, Value::Int)
+            } else if *t == Type::INT4 {
+                row.get::<_, Option<i32>>(i)
+                    .map_or(Value::Null, |x| Value::Int(x as i64))
+            } else {
+                row.get::<_, Option<String>>(i)
+                    .map_or(Value::Null, Value::Text)
+            }
+        })
+        .collect();
+    Row::new(columns, values)
 }
 
 pub struct PgTx<'a> {
@@ -697,6 +436,7 @@ pub struct PgTx<'a> {
     shown: &'a str,
     /// The server's clock when the transaction began.
     now_ms: Option<i64>,
+    offset: &'a ClockOffset,
 }
 
 /// A NULL of whatever type the statement expects.
@@ -767,7 +507,7 @@ impl Conn for PgTx<'_> {
             .map_err(|e| map_err(self.shown, e))
     }
 
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
         let args = typed(params);
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             args.iter().map(|(p, t)| (p.as_sql(), t.clone())).collect();
@@ -775,159 +515,35 @@ impl Conn for PgTx<'_> {
             .client
             .query_typed(sql, &typed)
             .map_err(|e| map_err(self.shown, e))?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                row.columns()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, col)| {
-                        let t = col.type_();
-                        if *t == Type::INT8 {
-                            row.get::<_, Option<i64>>(i).map_or(Value::Null, Value::Int)
-                        } else if *t == Type::INT4 {
-                            row.get::<_, Option<i32>>(i)
-                                .map_or(Value::Null, |x| Value::Int(x as i64))
-                        } else {
-                            row.get::<_, Option<String>>(i)
-                                .map_or(Value::Null, Value::Text)
-                        }
-                    })
-                    .collect()
-            })
-            .collect())
+        Ok(rows.iter().map(row_of).collect())
     }
 
     fn clock(&mut self) -> Result<Clock> {
         let now_ms = match self.now_ms {
             Some(now) => now,
             None => {
-                let rows = self.query(&format!("SELECT {NOW_MS}"), &[])?;
-                rows.first()
-                    .and_then(|r| r.first())
-                    .and_then(int_of)
-                    .unwrap_or(0)
+                let rows = self.query(&format!("SELECT {NOW_MS} AS now"), &[])?;
+                rows.first().map(|r| r.int("now")).unwrap_or(0)
             }
         };
         // One clock for a fleet: the server's. Boot clocks are per machine.
-        Ok(Clock { now_ms, boot: None })
+        Ok(self.offset.apply(Clock { now_ms, boot: None }))
     }
 
     fn notify_waiters(&mut self, job: &str) -> Result<()> {
         // Transactional: delivered at COMMIT, never for a rolled-back one.
         self.query(
-            "SELECT pg_notify('jobrun_release', $1)::text",
+            "SELECT pg_notify('jobrun_release', $1)::text AS notified",
             &[job.into()],
         )?;
         Ok(())
     }
 
-    fn lock_job(&mut self, job: &str) -> Result<()> {
-        self.query(
-            "SELECT 1::bigint FROM jobs WHERE name = $1 FOR UPDATE",
+    fn lock_job(&mut self, job: &str) -> Result<Option<i64>> {
+        let rows = self.query(
+            "SELECT next_token FROM jobs WHERE name = $1 FOR UPDATE",
             &[job.into()],
         )?;
-        Ok(())
-    }
-}
-
-/// A message with `secrets` removed, in case the client or the server
-/// quoted one.
-fn scrub_all(e: StoreError, secrets: &[String]) -> StoreError {
-    let clean = |d: String| {
-        secrets
-            .iter()
-            .filter(|s| s.chars().count() >= 4)
-            .fold(d, |m, s| m.replace(s.as_str(), "***"))
-    };
-    match e {
-        StoreError::Unreachable(s, d) => StoreError::Unreachable(s, clean(d)),
-        StoreError::Other(s, d) => StoreError::Other(s, clean(d)),
-        e => e,
-    }
-}
-
-/// A dropped connection or a shut-down server is `Unreachable` (the renewer
-/// reconnects next tick); a timeout or lock wait is `Busy`; anything else is
-/// reported as it is.
-fn map_err(shown: &str, e: postgres::Error) -> StoreError {
-    // One line: the server's message (without its DETAIL and HINT lines),
-    // or the client error and its cause.
-    let detail = match (e.as_db_error(), e.source()) {
-        (Some(db), _) => format!("{}: {}", db.severity(), db.message()),
-        (None, Some(src)) if !e.to_string().contains(&src.to_string()) => format!("{e}: {src}"),
-        _ => e.to_string(),
-    }
-    .replace('\n', " ");
-    if e.is_closed() {
-        return StoreError::Unreachable(shown.into(), detail);
-    }
-    if let Some(code) = e.code() {
-        let c = code.code();
-        if c.starts_with("08") || c.starts_with("57P") {
-            return StoreError::Unreachable(shown.into(), detail);
-        }
-        if c == "57014" || c == "55P03" || c == "40001" || c == "40P01" {
-            return StoreError::Busy(shown.into());
-        }
-        return StoreError::Other(shown.into(), detail);
-    }
-    // No SQLSTATE: an I/O failure, a timeout, a refused connection.
-    StoreError::Unreachable(shown.into(), detail)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(
-            redact("postgres://jobrun:s3cret@db1/jobs"),
-            "postgres://jobrun@db1/jobs"
-        );
-        assert_eq!(
-            redact("postgres://jobrun:p@ss@db1/jobs?sslmode=disable&PassWord=s3cret"),
-            "postgres://jobrun:***@db1/jobs?sslmode=disable&PassWord=***"
-        );
-        assert_eq!(
-            redact("postgresql://db1/jobs?password=a&sslpassword=b&sslmode=require"),
-            "postgres://db1/jobs?sslmode=require"
-        );
-        assert_eq!(
-            redact("host=db1 user=jobrun password='it''s a secret' dbname=jobs"),
-            "(a key=value connection string, not shown: it may hold a password)"
-        );
-        assert_eq!(
-            redact("host=db1 user=jobrun password=s3cret dbname=jobs"),
-            "postgres://jobrun@db1/jobs"
-        );
-        assert_eq!(
-            redact_url("postgresql://db1/jobs?password=a&sslpassword=b&pass%77ord=c"),
-            "postgresql://db1/jobs?password=***&sslpassword=***&pass%77ord=***"
-        );
-        assert_eq!(
-            scrub(
-                "auth failed for s3cret and s%40cret",
-                "postgres://u:s%40cret@h/d?password=s3cret"
-            ),
-            "auth failed for *** and ***"
-        );
-    }
-
-    #[test]
-    fn keyword_strings_are_recognised() {
-        assert!(looks_like_keyword_string(
-            "host=db1 user=jobrun password=s3cret"
-        ));
-        assert!(looks_like_keyword_string("password=s3cret"));
-        assert!(looks_like_keyword_string("dbname = jobs"));
-        assert!(looks_like_keyword_string(
-            "host=/var/run/postgresql dbname=jobs"
-        ));
-        assert!(!looks_like_keyword_string("/var/lib/jobrun/jobrun.db"));
-        assert!(!looks_like_keyword_string("./state/a=b.db"));
-        assert!(!looks_like_keyword_string("jobrun.db"));
-        assert!(!looks_like_keyword_string("weird=name.db"));
+        Ok(rows.first().map(|r| r.int("next_token")))
     }
 }

@@ -7,21 +7,27 @@
 //! newer jobrun, or a file on a network filesystem is an error naming it.
 //!
 //! Others may write where the store lives and jobrun often runs as root, so
-//! the store's files are judged before SQLite opens them (`trust::check`: no
+//! the store's files are judged before SQLite opens them (`files::judge`: no
 //! symlink, ours or root's, no wider than `--db-mode`), SQLite opens the
 //! store with `SQLITE_OPEN_NOFOLLOW`, and a file that is not a jobrun store
 //! (its `application_id`) is refused before anything is written to it.
 
-use std::fs::{self, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::fcntl::OFlag;
 use rusqlite::config::DbConfig;
-use rusqlite::{types::ValueRef, Connection, ErrorCode, OpenFlags, TransactionBehavior};
+use rusqlite::{
+    types::ValueRef, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior,
+};
 
-use super::sql::{Backend, Clock, Conn, SqlStore, Value};
+use super::schema::{self, Dialect, Fit, Marker};
+use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
 use super::{Result, StoreError};
+use crate::files::Kind;
+use crate::policy::lease::Clock;
 
 /// How long a write waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,44 +38,13 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// the WAL index by reading the WAL: keeping it short keeps that cheap.
 const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
 
-/// The schema after version 1 (`sql::schema_v1`), one entry per version;
-/// each entry migrates from the one before. `PRAGMA user_version` records
-/// how far a store has come.
-const MIGRATIONS: &[&str] = &[
-    // Lock files are named by pass id, never by a row; ages of rows of this
-    // boot are measured on the boot clock.
-    r#"
-ALTER TABLE leases DROP COLUMN lock_path;
-ALTER TABLE waiters DROP COLUMN lock_path;
-ALTER TABLE leases ADD COLUMN acquired_boot_ms INTEGER;
-ALTER TABLE leases ADD COLUMN renewed_boot_ms INTEGER;
-ALTER TABLE waiters ADD COLUMN renewed_boot_ms INTEGER;
-"#,
-    // A pass's wait before its command started, apart from its duration.
-    r#"
-ALTER TABLE history ADD COLUMN waited_ms INTEGER;
-"#,
-    // Pauses have an owner ('' for none): a job is paused while any
-    // owner's pause stands, and each owner lifts only its own.
-    r#"
-CREATE TABLE pauses_v4 (
-    job TEXT NOT NULL,
-    owner TEXT NOT NULL DEFAULT '',
-    reason TEXT,
-    since_ms INTEGER NOT NULL,
-    PRIMARY KEY (job, owner)
-);
-INSERT INTO pauses_v4 (job, owner, reason, since_ms) SELECT job, '', reason, since_ms FROM pauses;
-DROP TABLE pauses;
-ALTER TABLE pauses_v4 RENAME TO pauses;
-"#,
-];
-
 /// `PRAGMA application_id` of a jobrun store: the bytes "jobr" read as a
 /// big-endian 32-bit integer (0x6a6f6272). Set when a store is created (or
 /// adopted from an earlier jobrun, which left it 0), checked on every open
 /// before anything is written.
 pub const APPLICATION_ID: i64 = 0x6a6f_6272;
+/// SQLite's write-ahead log and its index, beside the store file.
+pub const SIDE_FILES: [&str; 2] = ["-wal", "-shm"];
 
 /// The tables of schema version 1, as an earlier jobrun (which set no
 /// application_id) left them, sorted: only such a store is adopted.
@@ -95,6 +70,8 @@ pub struct SqliteBackend {
     path: String,
     /// This boot's id: rows recorded under it are aged on the boot clock.
     boot_id: String,
+    /// See `ClockOffset`: zero but in the in-process store tests.
+    pub offset: ClockOffset,
 }
 
 pub type SqliteStore = SqlStore<SqliteBackend>;
@@ -125,13 +102,14 @@ impl SqliteStore {
                     return Err(StoreError::Missing(shown))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err(StoreError::Refused(crate::trust::denied(path)))
+                    return Err(StoreError::Refused(crate::files::denied(path)))
                 }
                 _ => {}
             }
         }
         if !dir.exists() {
-            create_dir(&dir, mode | ((mode & 0o444) >> 2)).map_err(|e| other(&e))?;
+            crate::files::make_dir(&dir, mode | ((mode & 0o444) >> 2), true)
+                .map_err(|e| other(&e))?;
         }
         let st = nix::sys::statfs::statfs(&dir)
             .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
@@ -146,19 +124,14 @@ impl SqliteStore {
         // SQLite gives its -wal and -shm files the same mode. O_EXCL: a
         // symlink (even a dangling one) planted as the store is never
         // followed, so its target never becomes a database.
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-        {
+        let create = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+        match crate::files::open(None, path, create, mode) {
             Ok(f) => f
                 .set_permissions(fs::Permissions::from_mode(mode))
                 .map_err(|e| other(&format!("cannot set its mode: {e}")))?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(StoreError::Refused(crate::trust::denied(path)))
+                return Err(StoreError::Refused(crate::files::denied(path)))
             }
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
@@ -171,10 +144,10 @@ impl SqliteStore {
         )
         .map_err(|e| match map_err(&shown, e) {
             StoreError::Other(..) if !writable(path) => {
-                StoreError::Refused(crate::trust::denied(path))
+                StoreError::Refused(crate::files::denied(path))
             }
             StoreError::Other(..) if !writable(&dir) => {
-                StoreError::Refused(crate::trust::denied(&dir))
+                StoreError::Refused(crate::files::denied(&dir))
             }
             e => e,
         })?;
@@ -185,7 +158,8 @@ impl SqliteStore {
         let mut backend = SqliteBackend {
             conn,
             path: shown,
-            boot_id: crate::liveness::Identity::boot_id(),
+            boot_id: crate::process::Identity::boot_id(),
+            offset: ClockOffset::default(),
         };
         // Switching a new store to WAL and migrating it can report busy at
         // once, without the busy handler, while another process does the
@@ -212,41 +186,11 @@ fn writable(path: &Path) -> bool {
     .is_ok()
 }
 
-/// Create the store's directory: missing parents as `mkdir -p` would, the
-/// directory itself with `mkdir` (which never follows a symlink planted in
-/// its place) and then given its mode through its own descriptor, past the
-/// umask.
-fn create_dir(dir: &Path, mode: u32) -> std::result::Result<(), String> {
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(parent)
-            .map_err(|e| format!("cannot create directory {}: {e}", parent.display()))?;
-    }
-    match fs::DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {}
-        // Another process made it first: its mode is its creator's affair.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(format!("cannot create directory {}: {e}", dir.display())),
-    }
-    let made = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-        .map_err(|e| format!("cannot open directory {}: {e}", dir.display()))?;
-    nix::sys::stat::fchmod(
-        &made,
-        nix::sys::stat::Mode::from_bits_truncate(mode as libc::mode_t),
-    )
-    .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))
-}
-
 /// Judge the store file and its `-wal` and `-shm` before SQLite opens them:
 /// none may be a symlink, another user's file, or writable beyond `mode`.
 fn check_files(path: &Path, mode: u32) -> Result<()> {
     use std::io::Read;
-    let mut file = crate::trust::open_checked(path, false, mode).map_err(StoreError::Refused)?;
+    let mut file = crate::files::open_judged(path, mode).map_err(StoreError::Refused)?;
     // An empty file becomes a new store; anything else must already be a
     // SQLite database (SQLite would take a short file for an empty one and
     // write over it).
@@ -271,12 +215,72 @@ fn check_files(path: &Path, mode: u32) -> Result<()> {
             detail: "it is not a SQLite database; leaving it untouched".into(),
         });
     }
-    for suffix in ["-wal", "-shm"] {
+    for suffix in SIDE_FILES {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
-        crate::trust::check_if_present(Path::new(&p), mode).map_err(StoreError::Refused)?;
+        crate::files::judge_if_present(Path::new(&p), Kind::Regular, mode)
+            .map_err(StoreError::Refused)?;
     }
     Ok(())
+}
+
+/// What a store file says of itself before anything is written to it.
+struct Header {
+    /// The marker every jobrun checks (`user_version`).
+    legacy: i64,
+    /// The schema version: from `jobrun_meta` once it exists.
+    version: i64,
+    /// The oldest reader the store allows.
+    min_reader: i64,
+    app_id: i64,
+    /// Anything exists in the schema.
+    has_tables: bool,
+    /// The tables' names, sorted, comma-separated.
+    tables: String,
+}
+
+/// Read the header, the first part by one statement: read apart, a process
+/// migrating the fresh store in between made it look like someone else's
+/// database.
+fn header_of(conn: &Connection) -> rusqlite::Result<Header> {
+    let (legacy, app_id, has_tables, tables, has_meta) = conn.query_row(
+        "SELECT (SELECT user_version FROM pragma_user_version), \
+         (SELECT application_id FROM pragma_application_id), \
+         (SELECT count(*) FROM sqlite_master), \
+         (SELECT group_concat(name, ',') FROM \
+           (SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name)), \
+         (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobrun_meta')",
+        [],
+        |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)? > 0,
+                r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                r.get::<_, i64>(4)? > 0,
+            ))
+        },
+    )?;
+    let meta = if has_meta {
+        let value = |key: &str| -> rusqlite::Result<Option<i64>> {
+            conn.query_row("SELECT value FROM jobrun_meta WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .optional()
+        };
+        Some((value("schema")?, value("min_reader")?))
+    } else {
+        None
+    };
+    let (version, min_reader) = schema::version_of(legacy, meta);
+    Ok(Header {
+        legacy,
+        version,
+        min_reader,
+        app_id,
+        has_tables,
+        tables,
+    })
 }
 
 impl SqliteBackend {
@@ -285,40 +289,42 @@ impl SqliteBackend {
         // Refuse a file from a newer jobrun, or someone else's database,
         // before anything is written to it (switching to WAL rewrites the
         // header).
-        let known = MIGRATIONS.len() as i64 + 1;
-        let (version, app_id, has_tables, tables) = self.header()?;
-        let adopt = app_id == 0 && version == 1 && tables == V1_TABLES;
-        if app_id != APPLICATION_ID && app_id != 0 {
+        let head = self.header()?;
+        let adopt = head.app_id == 0 && head.legacy == 1 && head.tables == V1_TABLES;
+        if head.app_id != APPLICATION_ID && head.app_id != 0 {
             return Err(StoreError::Corrupt {
                 path: shown,
                 detail: format!(
-                    "its application_id is {app_id:#x}, not jobrun's {APPLICATION_ID:#x}; \
-                     leaving it untouched"
+                    "its application_id is {:#x}, not jobrun's {APPLICATION_ID:#x}; \
+                     leaving it untouched",
+                    head.app_id
                 ),
             });
         }
-        if app_id == 0 && version > 0 && !adopt {
+        if head.app_id == 0 && head.legacy > 0 && !adopt {
             return Err(StoreError::Corrupt {
                 path: shown,
                 detail: format!(
-                    "it is another application's database (user_version {version}, no jobrun \
+                    "it is another application's database (user_version {}, no jobrun \
                      application_id, tables {}); leaving it untouched",
-                    if tables.is_empty() { "none" } else { &tables }
+                    head.legacy,
+                    if head.tables.is_empty() {
+                        "none"
+                    } else {
+                        &head.tables
+                    }
                 ),
             });
         }
-        if version > known {
-            return Err(StoreError::NewerSchema {
-                path: shown,
-                found: version,
-                known,
-            });
-        }
-        if version == 0 && has_tables {
+        if head.legacy == 0 && head.has_tables {
             return Err(StoreError::Corrupt {
                 path: shown,
                 detail: "it holds tables but no jobrun schema version".into(),
             });
+        }
+        let fit = schema::fit(head.version, head.min_reader);
+        if fit == Fit::TooNew {
+            return Err(StoreError::TooNew(schema::too_new(&shown, head.min_reader)));
         }
         let mode: String = self
             .conn
@@ -335,7 +341,7 @@ impl SqliteBackend {
                 "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES};"
             ))
             .map_err(|e| map_err(&shown, e))?;
-        if version == known && app_id == APPLICATION_ID {
+        if fit != Fit::Migrate && head.app_id == APPLICATION_ID {
             return Ok(());
         }
         // Migrate forward in one immediate transaction; a racing process
@@ -344,70 +350,50 @@ impl SqliteBackend {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| map_err(&shown, e))?;
-        let (version, app_id): (i64, i64) = tx
-            .query_row(
-                "SELECT (SELECT user_version FROM pragma_user_version), \
-                 (SELECT application_id FROM pragma_application_id)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(|e| map_err(&shown, e))?;
-        if app_id != APPLICATION_ID && app_id != 0 {
+        let head = header_of(&tx).map_err(|e| map_err(&shown, e))?;
+        if head.app_id != APPLICATION_ID && head.app_id != 0 {
             return Err(StoreError::Corrupt {
                 path: shown,
-                detail: format!("its application_id is {app_id:#x}, not jobrun's"),
+                detail: format!("its application_id is {:#x}, not jobrun's", head.app_id),
             });
         }
-        if version == 0 {
-            let tables: i64 = tx
-                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-                .map_err(|e| map_err(&shown, e))?;
-            if tables > 0 {
-                return Err(StoreError::Corrupt {
-                    path: shown,
-                    detail: "it holds tables but no jobrun schema version".into(),
-                });
-            }
+        if head.legacy == 0 && head.has_tables {
+            return Err(StoreError::Corrupt {
+                path: shown,
+                detail: "it holds tables but no jobrun schema version".into(),
+            });
         }
-        let first = super::sql::schema_v1("INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT");
-        let steps = std::iter::once(first.as_str()).chain(MIGRATIONS.iter().copied());
-        for (i, step) in steps.enumerate().skip(version as usize) {
-            tx.execute_batch(step).map_err(|e| map_err(&shown, e))?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)
+        for step in schema::after(head.version) {
+            tx.execute_batch(&step.sql(Dialect::Sqlite))
                 .map_err(|e| map_err(&shown, e))?;
+            match schema::marker_of(step.version) {
+                Marker::Legacy(v) => tx.pragma_update(None, "user_version", v),
+                Marker::Meta { schema, min_reader } => tx
+                    .execute(
+                        schema::set_meta_sql(Dialect::Sqlite),
+                        rusqlite::params!["schema", schema],
+                    )
+                    .and_then(|_| {
+                        tx.execute(
+                            schema::set_meta_sql(Dialect::Sqlite),
+                            rusqlite::params!["min_reader", min_reader],
+                        )
+                    })
+                    .map(|_| ()),
+            }
+            .map_err(|e| map_err(&shown, e))?;
         }
         // Marked as jobrun's in the same write as its schema: a new store,
         // or one an earlier jobrun created (checked above) adopted now.
-        if app_id != APPLICATION_ID {
+        if head.app_id != APPLICATION_ID {
             tx.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(|e| map_err(&shown, e))?;
         }
         tx.commit().map_err(|e| map_err(&shown, e))
     }
 
-    /// The schema version, the application id, whether anything exists in
-    /// the schema, and the tables' names (sorted, comma-separated), read by
-    /// one statement: read apart, a process migrating the fresh store in
-    /// between made it look like someone else's database.
-    fn header(&self) -> Result<(i64, i64, bool, String)> {
-        self.conn
-            .query_row(
-                "SELECT (SELECT user_version FROM pragma_user_version), \
-                 (SELECT application_id FROM pragma_application_id), \
-                 (SELECT count(*) FROM sqlite_master), \
-                 (SELECT group_concat(name, ',') FROM \
-                   (SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name))",
-                [],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, i64>(2)? > 0,
-                        r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                    ))
-                },
-            )
-            .map_err(|e| map_err(&self.path, e))
+    fn header(&self) -> Result<Header> {
+        header_of(&self.conn).map_err(|e| map_err(&self.path, e))
     }
 
     fn run<T>(
@@ -424,6 +410,7 @@ impl SqliteBackend {
             tx: &tx,
             path: &path,
             boot_id: &self.boot_id,
+            offset: &self.offset,
         };
         let out = f(&mut conn)?;
         tx.commit().map_err(|e| map_err(&path, e))?;
@@ -443,12 +430,39 @@ impl Backend for SqliteBackend {
     fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
         self.run(TransactionBehavior::Deferred, f)
     }
+
+    /// One write transaction: the compare-and-set, then for a waiter whose
+    /// row is gone whether it was promoted. The file is the store's
+    /// identity; its pin is checked before (`StorePin::check_file`).
+    fn renew(&mut self, renew: &Renew, _pinned: Option<&str>) -> Result<Found> {
+        self.write(&mut |c| {
+            let clock = c.clock()?;
+            let next = renew.next_param();
+            let (sql, mut params) = renew.update(&format!("${next}"), &format!("${}", next + 1));
+            params.push(clock.now_ms.into());
+            params.push(clock.boot_ms().into());
+            let renewed = c.exec(&sql, &params)? > 0;
+            let promoted = match renew.promoted(1) {
+                Some((sql, params)) if !renewed => c
+                    .query(&sql, &params)?
+                    .first()
+                    .is_some_and(|r| r.int("promoted") > 0),
+                _ => false,
+            };
+            Ok(Found {
+                renewed,
+                promoted,
+                identity: None,
+            })
+        })
+    }
 }
 
 struct SqliteTx<'a> {
     tx: &'a rusqlite::Transaction<'a>,
     path: &'a str,
     boot_id: &'a str,
+    offset: &'a ClockOffset,
 }
 
 impl SqliteTx<'_> {
@@ -479,14 +493,15 @@ impl Conn for SqliteTx<'_> {
         Ok(n as u64)
     }
 
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
         let mut stmt = self.bind(sql, params)?;
-        let cols = stmt.column_count();
+        let columns = Columns::new(stmt.column_names());
+        let width = stmt.column_count();
         let mut rows = stmt.raw_query();
         let mut out = Vec::new();
         while let Some(row) = rows.next().map_err(|e| map_err(self.path, e))? {
-            let mut vals = Vec::with_capacity(cols);
-            for i in 0..cols {
+            let mut vals = Vec::with_capacity(width);
+            for i in 0..width {
                 vals.push(match row.get_ref(i).map_err(|e| map_err(self.path, e))? {
                     ValueRef::Integer(x) => Value::Int(x),
                     ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
@@ -494,21 +509,22 @@ impl Conn for SqliteTx<'_> {
                     _ => Value::Null,
                 });
             }
-            out.push(vals);
+            out.push(Row::new(columns.clone(), vals));
         }
         Ok(out)
     }
 
     fn clock(&mut self) -> Result<Clock> {
-        Ok(Clock {
+        Ok(self.offset.apply(Clock {
             now_ms: crate::clock::now_ms(),
             boot: Some((self.boot_id.to_string(), crate::clock::boot_ms())),
-        })
+        }))
     }
 
-    fn lock_job(&mut self, _job: &str) -> Result<()> {
+    fn lock_job(&mut self, job: &str) -> Result<Option<i64>> {
         // BEGIN IMMEDIATE already holds the database's single write lock.
-        Ok(())
+        let rows = self.query("SELECT next_token FROM jobs WHERE name = $1", &[job.into()])?;
+        Ok(rows.first().map(|r| r.int("next_token")))
     }
 }
 

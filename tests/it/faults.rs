@@ -334,7 +334,8 @@ fn delete_store(env: &TestEnv) {
         }
         Kind::Postgres => store_exec(
             env,
-            "DROP TABLE jobs, leases, waiters, pauses, history, jobrun_schema, jobrun_store",
+            "DROP TABLE jobs, leases, waiters, pauses, history, jobrun_schema, jobrun_store, \
+             jobrun_meta",
         ),
     }
 }

@@ -1,7 +1,11 @@
 //! The committed man pages and completions match what the clap definitions
-//! generate now: a flag added without regenerating fails here.
+//! generate now: a flag added without regenerating fails here. The pages
+//! are also lint-clean for mandoc at warning level. (That they describe
+//! only what the code does is checked in the crate, against its tables:
+//! `src/cmd/generate/tests.rs`.)
 
 use std::path::Path;
+use std::process::Command;
 
 use crate::support::{text, BIN};
 
@@ -44,4 +48,28 @@ fn man_pages_and_completions_are_current() {
         }
     }
     assert!(compared >= 10, "only {compared} generated files");
+}
+
+/// `mandoc -T lint -W warning man/*.1` prints nothing: no unparsable date,
+/// no empty paragraph, no macro in the wrong place.
+#[test]
+fn man_pages_are_lint_clean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages: Vec<_> = std::fs::read_dir(root.join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    pages.sort();
+    assert!(pages.len() >= 2, "{pages:?}");
+    let out = Command::new("mandoc")
+        .args(["-T", "lint", "-W", "warning"])
+        .args(&pages)
+        .output()
+        .expect("mandoc is missing: install Debian's mandoc (scripts/test does)");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "mandoc -T lint -W warning: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }

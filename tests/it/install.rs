@@ -146,14 +146,15 @@ fn install_puts_every_file_where_the_tools_look() {
     } else {
         eprintln!("skipped: man is not installed");
     }
-    // mandoc (Debian's `mandoc`; scripts/test installs it) finds no error.
+    // mandoc (Debian's `mandoc`; scripts/test installs it) finds nothing
+    // to warn of in the installed pages either.
     assert!(
         have("mandoc"),
         "mandoc is missing: install Debian's mandoc (scripts/test does)"
     );
     for p in &pages {
         let out = Command::new("mandoc")
-            .args(["-T", "lint", "-W", "error"])
+            .args(["-T", "lint", "-W", "warning"])
             .arg(tree.join("share/man/man1").join(p))
             .output()
             .unwrap();
@@ -357,7 +358,11 @@ fn variables_in_source() -> BTreeSet<String> {
                     .chars()
                     .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
                     .collect();
-                if body[i + 1 + name.len()..].starts_with('"') && name.len() > 7 {
+                // JOBRUN_TEST_*: the test suite's servers, not the binary's.
+                if body[i + 1 + name.len()..].starts_with('"')
+                    && name.len() > 7
+                    && !name.starts_with("JOBRUN_TEST_")
+                {
                     vars.insert(name);
                 }
             }
@@ -404,7 +409,7 @@ fn jobrun_1_documents_exit_status_environment_files_signals_and_examples() {
     let examples = section(&page, "EXAMPLES");
     for e in [
         "PATH=/usr/local/bin:/usr/bin:/bin",
-        "\\e%",
+        "\\\\%", // `\%`, with its backslash escaped
         "KillMode=mixed",
         "Wants=network\\-online.target",
         "OnCalendar=",

@@ -3,6 +3,7 @@
 //! body (`both_stores!`). What the modules share is in `support`.
 
 mod badinput;
+mod compat;
 mod evidence;
 mod faults;
 mod figures;

@@ -220,10 +220,12 @@ fn on_lost_term_stops_the_child_when_the_lease_is_cleared(env: &TestEnv) {
     assert_eq!(outcomes(env, "j"), ["lost-lease"]);
 }
 
-fn no_zombie_is_left_while_the_wrapper_cleans_up(env: &TestEnv) {
+fn no_zombie_is_left_once_the_wrapper_has_ended_the_group(env: &TestEnv) {
     // The child exits at once, leaving a process that ignores TERM in its
-    // group: the wrapper spends --kill-after ending it, and during that time
-    // the child it already reaped must not linger as a zombie.
+    // group: the wrapper spends --kill-after ending it. Meanwhile the child
+    // stays the wrapper's unreaped zombie (so the group's id cannot be
+    // reused while the wrapper signals it); it is reaped once the group is
+    // ended, and nothing is left when the wrapper exits.
     let child = script(
         env,
         "child.sh",
@@ -234,15 +236,15 @@ fn no_zombie_is_left_while_the_wrapper_cleans_up(env: &TestEnv) {
          touch ready\n\
          exit 4",
     );
-    // 5 s of --kill-after: the child must be reaped (within 4 s, however
-    // loaded the machine) while the wrapper still waits for its group.
+    // 5 s of --kill-after: the child must have exited (within 4 s, however
+    // loaded the machine) while the wrapper still ends its group.
     let pid = env.start("w", &["run", "--kill-after", "5s", "j", "--", &child]);
     assert!(env.wait_for_file("ready", secs(10)));
     let child_pid = env.pid_in("child.pid");
     let leftover = env.pid_in("leftover.pid");
     assert!(
-        wait_until(secs(4), || proc_state(child_pid).is_none()),
-        "child pid {child_pid} is {:?} while its wrapper runs",
+        wait_until(secs(4), || proc_state(child_pid) == Some('Z')),
+        "child pid {child_pid} is {:?} while its wrapper ends the group",
         proc_state(child_pid)
     );
     assert_eq!(
@@ -252,6 +254,7 @@ fn no_zombie_is_left_while_the_wrapper_cleans_up(env: &TestEnv) {
     );
     assert!(alive(leftover));
     assert_eq!(env.wait_exit(pid, secs(10)), Some(4));
+    assert_eq!(proc_state(child_pid), None, "the child was left a zombie");
     assert!(
         wait_until(secs(2), || !alive(leftover)),
         "leftover {leftover} survived"
@@ -289,6 +292,6 @@ both_stores!(
     int_reaches_the_child_and_the_wrapper_exits_130,
     child_ignoring_term_is_killed_after_kill_after,
     on_lost_term_stops_the_child_when_the_lease_is_cleared,
-    no_zombie_is_left_while_the_wrapper_cleans_up,
+    no_zombie_is_left_once_the_wrapper_has_ended_the_group,
     leftovers_of_the_group_end_with_the_pass,
 );

@@ -2,11 +2,25 @@
 //! command under a renewed lease, release only after the child is gone,
 //! record the pass.
 //!
+//! A pass is a state machine whose states own the held command by value:
+//!
+//! ```text
+//! Prepared --take--> Holding --run--> exit code
+//!     |                 ^
+//!     +--queue--> Queued+ (promoted)
+//!     +--skip / coalesce / give up--> exit code (the held command dropped)
+//! ```
+//!
+//! The command is forked and held before exec in `Prepared`; only a
+//! `Holding`, made from a slot the store granted, can release it, with the
+//! slot's fencing token. Every other way out drops it, which aborts it: the
+//! types, not assignments, make "the command never runs unless on record"
+//! and "the held command is dropped exactly once".
+//!
 //! `run()` here prepares a pass: it opens and pins the store, takes the
-//! holder lock and forks the command, held before exec. `pass.rs` takes
-//! the slot, runs the command and releases; `queue.rs` waits in line;
-//! `wake.rs` and `notify.rs` wake waiters on this machine and across
-//! hosts.
+//! holder lock and forks the command. `pass.rs` takes the slot, runs the
+//! command and releases; `queue.rs` waits in line; `wake.rs` and
+//! `notify.rs` wake waiters on this machine and across hosts.
 
 mod notify;
 mod pass;
@@ -22,8 +36,10 @@ use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
 use crate::cmd::evidence;
-use crate::liveness::{remove_stale_lock, this_process, Evidence, HolderLock};
-use crate::policy::lease::{Eviction, Holder};
+use crate::evidence::Evidence;
+use crate::files::{remove_stale_lock, HolderLock};
+use crate::policy::lease::{Eviction, Holder, LeaseKey};
+use crate::process::this_process;
 use crate::report::{escape, utc_ms};
 use crate::say;
 use crate::settings::RunSettings;
@@ -34,7 +50,8 @@ use crate::supervise::{self, Event};
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
     let mut buf = [0u8; 6];
-    // SAFETY: getrandom writes at most buf.len() bytes into buf.
+    // SAFETY: getrandom writes at most buf.len() bytes into buf, which we
+    // own for the call.
     let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n != buf.len() as isize {
         let t = now_ms() as u64 ^ ((std::process::id() as u64) << 20);
@@ -72,7 +89,9 @@ fn report_evictions(plan: &[Planned], attempt: &Attempt, evidence: &Evidence) {
     }
 }
 
-struct Pass {
+/// What every state of a pass shares: its settings, its connection to the
+/// store, what it asks the store for, and where its events arrive.
+struct Ctx {
     settings: RunSettings,
     /// The pass's connection. On PostgreSQL it is lent to the renewer
     /// while the command runs: a fleet of passes should cost the server
@@ -89,10 +108,40 @@ struct Pass {
     evidence: Evidence,
     /// The store this pass started with; losing it loses the lease.
     pin: Arc<StorePin>,
-    /// The command, forked and held until it is on record with the slot.
-    held: Option<HeldChild>,
     /// Holders already warned about (slot, token): alive past their lease.
     warned: HashSet<(u32, i64)>,
+}
+
+/// A pass whose command is forked and held before exec, not yet on record.
+struct Prepared {
+    ctx: Ctx,
+    held: HeldChild,
+}
+
+/// A pass queued for a slot (`--wait`): its row and its held command on
+/// record.
+struct Queued {
+    ctx: Ctx,
+    held: HeldChild,
+    id: i64,
+    /// This waiter's wake FIFO, watched from before its row existed.
+    wake: Option<wake::WakeWatch>,
+}
+
+/// A pass holding a slot: its command on record with it, released to exec
+/// only by `Holding::run`.
+struct Holding {
+    ctx: Ctx,
+    held: HeldChild,
+    key: LeaseKey,
+}
+
+/// Where taking a slot led.
+enum Taken {
+    Holding(Holding),
+    Queued(Queued),
+    /// The pass ended without running its command: its exit code.
+    Done(i32),
 }
 
 pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
@@ -116,8 +165,8 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
     // The command is forked now and held before exec: its pid goes on
     // record in the same transaction that takes the slot (or queues).
     let env = [
-        ("JOBRUN_JOB", settings.job.clone()),
-        ("JOBRUN_PASS", pass_id.clone()),
+        (crate::spawn::JOB_ENV, settings.job.clone()),
+        (crate::process::identity::PASS_ENV, pass_id.clone()),
     ];
     let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
@@ -140,7 +189,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         lease: settings.lease,
         max_hold: settings.max_hold,
     };
-    let mut pass = Pass {
+    let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),
         settings,
         req,
@@ -151,16 +200,20 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
         child_started: None,
         evidence,
         pin,
-        held: Some(held),
         warned: HashSet::new(),
     };
-    let code = pass.go();
+    let code = match (Prepared { ctx, held }).take() {
+        Ok(Taken::Holding(h)) => h.run(),
+        Ok(Taken::Queued(q)) => q.wait(),
+        Ok(Taken::Done(code)) => Ok(code),
+        Err(e) => Err(e),
+    };
     // The kernel lock is evidence until the lease is gone: drop it last.
     drop(lock);
     code
 }
 
-impl Pass {
+impl Ctx {
     fn label(&self) -> String {
         self.settings.job.clone()
     }

@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{paused_line, report_evictions, wake, Pass, Planned};
+use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared, Taken};
 use crate::clock::now_ms;
 use crate::cmd::{holder_name, judged};
+use crate::evidence::StoreReach;
 use crate::exit;
-use crate::liveness::StoreReach;
+use crate::policy::coalesce::{self, Invocation};
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::{Ending, Outcome, PassRecord};
 use crate::policy::Liveness;
 use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
@@ -20,43 +21,46 @@ use crate::say;
 use crate::store::{Acquire, Held, StoreHandle, StoreLease};
 use crate::supervise::{self, classify, Event, SignalKind};
 
-impl Pass {
-    pub(super) fn go(&mut self) -> Result<i32> {
-        // Try the slot first: a free job needs no judging. Only when it is
-        // held are its holders judged and the forfeit ones evicted.
-        let mut got = self.acquire(&[])?;
+impl Prepared {
+    /// Take a slot, or find why not. A free job needs no judging: only when
+    /// it is held are its holders judged and the forfeit ones evicted.
+    pub(super) fn take(self) -> Result<Taken> {
+        let Prepared { mut ctx, held } = self;
+        let mut got = ctx.acquire(&[])?;
         if !matches!(got, Acquire::Acquired(_)) {
-            let plan = self.reconcile()?;
+            let plan = ctx.reconcile()?;
             if !plan.is_empty() {
-                got = self.acquire(&plan)?;
+                got = ctx.acquire(&plan)?;
             }
         }
         // A dead waiter nobody queues behind would keep every later pass
         // out: judge the queue too, and look again if a ghost was removed.
         // (A pass that will queue judges the waiters ahead of it from the
         // queue, a few at a time, instead of all of them on arrival.)
-        if got == Acquire::Full && self.settings.wait.is_none() && self.remove_ghosts(i64::MAX)? > 0
-        {
-            let plan = self.reconcile()?;
-            got = self.acquire(&plan)?;
-        }
-        if !matches!(got, Acquire::Acquired(_)) && self.settings.wait.is_none() {
-            self.held = None;
+        if got == Acquire::Full && ctx.settings.wait.is_none() && ctx.remove_ghosts(i64::MAX)? > 0 {
+            let plan = ctx.reconcile()?;
+            got = ctx.acquire(&plan)?;
         }
         match got {
-            Acquire::Acquired(key) => self.run_child(key),
-            Acquire::Paused(p) if self.settings.wait.is_none() => {
-                if !self.settings.quiet {
-                    say!("{}: {}; skipping", self.label(), paused_line(&p));
+            Acquire::Acquired(key) => Ok(Taken::Holding(Holding { ctx, held, key })),
+            _ if ctx.settings.wait.is_some() => ctx.enqueue(held),
+            Acquire::Paused(p) => {
+                drop(held);
+                if !ctx.settings.quiet {
+                    say!("{}: {}; skipping", ctx.label(), paused_line(&p));
                 }
-                self.record_not_run(Outcome::Skipped)?;
-                Ok(self.settings.conflict_exit_code)
+                ctx.record_not_run(Outcome::Skipped)?;
+                Ok(Taken::Done(ctx.settings.conflict_exit_code))
             }
-            _ if self.settings.wait.is_some() => self.queue(),
-            _ => self.conflict(),
+            _ => {
+                drop(held);
+                ctx.conflict().map(Taken::Done)
+            }
         }
     }
+}
 
+impl Ctx {
     /// Take a slot, evicting what `plan` names.
     pub(super) fn acquire(&mut self, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
@@ -115,19 +119,24 @@ impl Pass {
         Ok(plan)
     }
 
+    /// What this pass runs, as `--coalesce` compares it.
+    pub(super) fn invocation(&self) -> Invocation<'_> {
+        Invocation {
+            argv: &self.settings.argv_text,
+            cwd: &self.req.cwd,
+            exact: self.settings.argv_exact,
+        }
+    }
+
     /// The slot is held: one line naming the holder, then the conflict code.
-    pub(super) fn conflict(&mut self) -> Result<i32> {
+    fn conflict(&mut self) -> Result<i32> {
         if self.settings.coalesce {
             self.remove_ghosts(i64::MAX)?;
         }
         let jobs = std::slice::from_ref(&self.settings.job);
-        if self.settings.coalesce && self.settings.argv_exact {
-            let cwd = self.req.cwd.clone();
+        if self.settings.coalesce {
             let queued = self.store.get()?.waiters(jobs)?;
-            if let Some(w) = queued
-                .iter()
-                .find(|w| w.argv == self.settings.argv_text && w.cwd == cwd)
-            {
+            if let Some(w) = coalesce::joins(&queued, self.invocation()) {
                 return self.coalesced(&w.pass_id.clone());
             }
         }
@@ -160,8 +169,9 @@ impl Pass {
         Ok(self.settings.conflict_exit_code)
     }
 
+    /// The pass joined queued pass `into` (its held command already
+    /// dropped by the caller).
     pub(super) fn coalesced(&mut self, into: &str) -> Result<i32> {
-        self.held = None;
         say!(
             "{}: coalesced into queued pass {}",
             self.label(),
@@ -172,24 +182,14 @@ impl Pass {
     }
 
     pub(super) fn record_not_run(&mut self, outcome: Outcome) -> Result<()> {
-        self.record(None, outcome, None, None)
-    }
-
-    pub(super) fn record(
-        &mut self,
-        key: Option<&LeaseKey>,
-        outcome: Outcome,
-        code: Option<i32>,
-        signal: Option<i32>,
-    ) -> Result<()> {
-        let pass = self.pass_record(key, outcome, code, signal);
+        let pass = self.pass_record(None, outcome, None, None);
         Ok(self
             .store
             .get()?
             .record_pass(&pass, self.settings.keep_history)?)
     }
 
-    pub(super) fn pass_record(
+    fn pass_record(
         &self,
         key: Option<&LeaseKey>,
         outcome: Outcome,
@@ -220,7 +220,7 @@ impl Pass {
     }
 
     /// A terminating signal that arrived before the child existed.
-    pub(super) fn pending_stop(&self) -> Option<i32> {
+    fn pending_stop(&self) -> Option<i32> {
         let mut stop = None;
         while let Ok(e) = self.events.try_recv() {
             if let Event::Signal(s) = e {
@@ -230,86 +230,6 @@ impl Pass {
             }
         }
         stop
-    }
-
-    pub(super) fn run_child(&mut self, key: LeaseKey) -> Result<i32> {
-        let label = format!("{} slot {} (token {})", key.job, key.slot, key.token);
-        let taken = Instant::now();
-        let Some(held) = self.held.take() else {
-            self.finish(&key, Outcome::Failed, None, None);
-            anyhow::bail!("{label}: the command was not held");
-        };
-        if let Some(sig) = self.pending_stop() {
-            drop(held);
-            say!("{label}: stopped by signal {sig} before the command started");
-            self.finish(&key, Outcome::Stopped, None, Some(sig));
-            return Ok(exit::SIGNAL_BASE + sig);
-        }
-        // On PostgreSQL the pass's connection serves its renewer and comes
-        // back for the release: a fleet pass costs the server one
-        // connection at most, and none between renewals far apart. On
-        // SQLite the renewer opens its own, with its own busy timeout.
-        let fleet = self.store.spec().reach() == StoreReach::Fleet;
-        let renewer_store = if fleet {
-            self.store.lend()
-        } else {
-            self.store.fresh()
-        };
-        // On record with the slot: let it exec, with its fencing token.
-        // From here until it is reaped nothing may return early: the child
-        // must never run unsupervised.
-        let mut child = held.release(key.token, key.slot);
-        self.child_started = Some(Instant::now());
-        let watched = supervise::watch_exit(child.id(), self.sender.clone())
-            .context("cannot watch the child")
-            .and_then(|()| {
-                self.start_renewer(Held::Lease(key.clone()), &label, taken, renewer_store)
-            });
-        let renewer = match watched {
-            Ok(r) => r,
-            Err(e) => {
-                child.kill_and_reap();
-                self.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
-                return Err(e);
-            }
-        };
-        let ended = supervise::supervise(
-            &mut child,
-            &self.events,
-            self.settings.kill_after,
-            self.settings.on_lost,
-            &label,
-        );
-        let (renewer_exit, lent) = renewer.stop();
-        if let (true, Some(lease)) = (fleet, lent) {
-            self.store = lease.into_store();
-        }
-        if let Some(e) = child.exec_failure(&self.settings.argv_text[0]) {
-            say!("{}: {}", self.label(), e.message);
-            self.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
-            return Ok(e.code);
-        }
-        let lost = ended.lease_lost || renewer_exit == RenewerExit::LeaseLost;
-        // The outcome follows how the command ended: `stopped` only when it
-        // died of the terminating signal the wrapper forwarded, or of a KILL
-        // after it (the wrapper's --kill-after, stop-due's --kill-after); a
-        // command that handled the signal and exited is judged by its exit
-        // code like any other.
-        let died_of_stop = ended.stopped_by.is_some()
-            && (ended.signal == ended.stopped_by || ended.signal == Some(libc::SIGKILL));
-        let outcome = if died_of_stop {
-            Outcome::Stopped
-        } else if lost {
-            Outcome::LostLease
-        } else if ended.killed || ended.signal.is_some() {
-            Outcome::Killed
-        } else if ended.code == Some(0) {
-            Outcome::Ok
-        } else {
-            Outcome::Failed
-        };
-        self.finish(&key, outcome, ended.code, ended.signal);
-        Ok(ended.exit_code())
     }
 
     /// Renew `held` on `store` until stopped; a lost lease or max hold
@@ -349,13 +269,7 @@ impl Pass {
     /// keeps failing the lease lapses on its own (and the dead wrapper's
     /// evidence frees it sooner); the pass still exits with its command's
     /// code.
-    pub(super) fn finish(
-        &mut self,
-        key: &LeaseKey,
-        outcome: Outcome,
-        code: Option<i32>,
-        signal: Option<i32>,
-    ) {
+    fn finish(&mut self, key: &LeaseKey, outcome: Outcome, code: Option<i32>, signal: Option<i32>) {
         // A store deleted or replaced under the pass: its lease went with
         // it, and the store now at that path (if any) never knew the pass.
         if let Err(why) = self.pin.check_file() {
@@ -388,5 +302,75 @@ impl Pass {
                 key.slot
             ),
         }
+    }
+}
+
+impl Holding {
+    /// Release the command with the slot's token, supervise it until it is
+    /// gone, give the slot back and record the pass: the exit code.
+    pub(super) fn run(self) -> Result<i32> {
+        let Holding { mut ctx, held, key } = self;
+        let label = format!("{} slot {} (token {})", key.job, key.slot, key.token);
+        let taken = Instant::now();
+        if let Some(sig) = ctx.pending_stop() {
+            drop(held);
+            say!("{label}: stopped by signal {sig} before the command started");
+            ctx.finish(&key, Outcome::Stopped, None, Some(sig));
+            return Ok(exit::of_signal(sig));
+        }
+        // On PostgreSQL the pass's connection serves its renewer and comes
+        // back for the release: a fleet pass costs the server one
+        // connection at most, and none between renewals far apart. On
+        // SQLite the renewer opens its own, with its own busy timeout.
+        let fleet = ctx.store.spec().reach() == StoreReach::Fleet;
+        let renewer_store = if fleet {
+            ctx.store.lend()
+        } else {
+            ctx.store.fresh()
+        };
+        // On record with the slot: let it exec, with its fencing token.
+        // From here until it is reaped nothing may return early: the child
+        // must never run unsupervised.
+        let mut child = held.release(key.token, key.slot);
+        ctx.child_started = Some(Instant::now());
+        let watched = supervise::watch_exit(child.id(), ctx.sender.clone())
+            .context("cannot watch the child")
+            .and_then(|()| {
+                ctx.start_renewer(Held::Lease(key.clone()), &label, taken, renewer_store)
+            });
+        let renewer = match watched {
+            Ok(r) => r,
+            Err(e) => {
+                child.kill_and_reap();
+                ctx.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
+                return Err(e);
+            }
+        };
+        let ended = supervise::supervise(
+            &mut child,
+            &ctx.events,
+            ctx.settings.kill_after,
+            ctx.settings.on_lost,
+            &label,
+        );
+        let (renewer_exit, lent) = renewer.stop();
+        if let (true, Some(lease)) = (fleet, lent) {
+            ctx.store = lease.into_store();
+        }
+        if let Some(e) = child.exec_failure(&ctx.settings.argv_text[0]) {
+            say!("{}: {}", ctx.label(), e.message);
+            ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            return Ok(e.code);
+        }
+        let outcome = Outcome::of(&Ending {
+            exec_failed: false,
+            code: ended.code,
+            signal: ended.signal,
+            stopped_by: ended.stopped_by,
+            killed: ended.killed,
+            lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
+        });
+        ctx.finish(&key, outcome, ended.code, ended.signal);
+        Ok(ended.exit_code())
     }
 }

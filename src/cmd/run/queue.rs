@@ -6,14 +6,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::{notify, paused_line, report_evictions, wake, Pass, Planned};
+use super::{notify, paused_line, report_evictions, wake, Ctx, Holding, Planned, Queued, Taken};
 use crate::cmd::queued_pass;
+use crate::evidence::StoreReach;
 use crate::exit;
-use crate::liveness::StoreReach;
 use crate::policy::lease::{decide_waiter, Eviction, WaiterDecision};
 use crate::policy::outcome::Outcome;
+use crate::policy::pause;
+use crate::policy::slots::{Occupancy, Turn};
 use crate::report::{escape, human_ms};
 use crate::say;
+use crate::spawn::HeldChild;
 use crate::store::{Acquire, Enqueue, Held, StoreError};
 use crate::supervise::{classify, Event, SignalKind};
 
@@ -25,31 +28,56 @@ const QUIET_POLL: Duration = Duration::from_secs(5);
 /// (a holder that died or whose lease lapsed).
 const LISTENING_POLL: Duration = Duration::from_secs(5);
 
-impl Pass {
+/// A waiter's own departure: its row is removed as it is.
+const DEPART: WaiterDecision = WaiterDecision::Remove {
+    only_if_lapsed: false,
+};
+
+impl Ctx {
     /// Promote this waiter if its turn has come, evicting what `plan` names.
-    pub(super) fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
+    fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
         let attempt = self.store.get()?.promote(id, &self.req, &evict)?;
         report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
     }
 
-    /// `--wait`: queue FIFO for a slot.
-    pub(super) fn queue(&mut self) -> Result<i32> {
-        let wait = self.settings.wait.unwrap_or_default();
+    /// `--wait`: join the queue (or, with `--coalesce`, an identical queued
+    /// pass). The wake file is watched before the row exists: a release in
+    /// between wakes it.
+    pub(super) fn enqueue(mut self, held: HeldChild) -> Result<Taken> {
         if self.settings.coalesce {
             // Never coalesce into a ghost: its work would never run.
             self.remove_ghosts(i64::MAX)?;
         }
-        // Watched before the row exists: a release in between wakes it.
         let wake = wake::watch(self.store.spec(), &self.req.pass_id, self.sender.clone());
-        let id = match self.store.get()?.enqueue(
-            &self.req,
-            self.settings.coalesce && self.settings.argv_exact,
-        )? {
-            Enqueue::Coalesced(p) => return self.coalesced(&p),
-            Enqueue::Queued(id) => id,
-        };
+        let coalesce = self.settings.coalesce.then_some(self.settings.argv_exact);
+        match self.store.get()?.enqueue(&self.req, coalesce)? {
+            Enqueue::Coalesced(p) => {
+                drop(held);
+                self.coalesced(&p).map(Taken::Done)
+            }
+            Enqueue::Queued(id) => Ok(Taken::Queued(Queued {
+                ctx: self,
+                held,
+                id,
+                wake,
+            })),
+        }
+    }
+}
+
+impl Queued {
+    /// Wait in line until promoted (then run the command) or until the wait
+    /// runs out, the row is lost, or a stop signal arrives: the exit code.
+    pub(super) fn wait(self) -> Result<i32> {
+        let Queued {
+            ctx: mut this,
+            held,
+            id,
+            wake,
+        } = self;
+        let wait = this.settings.wait.unwrap_or_default();
         let arrived = Instant::now();
         // Settings bound --wait to 100 years; past the clock's range, no
         // deadline at all.
@@ -57,25 +85,25 @@ impl Pass {
         // On PostgreSQL, releases of this job on any host also wake this
         // waiter (LISTEN/NOTIFY); it then polls rarely, holding only the
         // listening connection in between.
-        let listener = notify::listen(self.store.spec(), &self.settings.job, self.sender.clone());
-        let held = Held::Waiter {
+        let listener = notify::listen(this.store.spec(), &this.settings.job, this.sender.clone());
+        let row = Held::Waiter {
             id,
-            job: self.settings.job.clone(),
-            pass_id: self.req.pass_id.clone(),
+            job: this.settings.job.clone(),
+            pass_id: this.req.pass_id.clone(),
         };
         // Its own connection: the queue polls on the pass's meanwhile.
-        let renewer = self.start_renewer(
-            held,
-            &format!("{} (queued pass {})", self.settings.job, self.req.pass_id),
+        let renewer = this.start_renewer(
+            row,
+            &format!("{} (queued pass {})", this.settings.job, this.req.pass_id),
             arrived,
-            self.store.fresh(),
+            this.store.fresh(),
         )?;
         let mut poll = Duration::from_millis(20);
         // The fallback poll: every release on a one-machine store wakes the
         // waiters it lets in, so a waiter with a wake file there polls
         // rarely (it still finds a ghost ahead of it, or a pause lifted); on
         // a fleet store a listening waiter is woken by releases on any host.
-        let max_poll = if wake.is_some() && self.store.spec().reach() == StoreReach::OneMachine {
+        let max_poll = if wake.is_some() && this.store.spec().reach() == StoreReach::OneMachine {
             QUIET_POLL
         } else if listener.is_some() {
             LISTENING_POLL
@@ -86,7 +114,7 @@ impl Pass {
         let mut paused = false;
         let mut store_failing = false;
         let result = loop {
-            match self.queue_step(id) {
+            match this.queue_step(id) {
                 Ok(Acquire::Acquired(key)) => break Ok(key),
                 Ok(Acquire::Gone) => {
                     break Err((
@@ -96,7 +124,7 @@ impl Pass {
                 }
                 Ok(Acquire::Paused(p)) => {
                     if !paused {
-                        say!("{}: {}; waiting", self.label(), paused_line(&p));
+                        say!("{}: {}; waiting", this.label(), paused_line(&p));
                         paused = true;
                     }
                 }
@@ -115,18 +143,18 @@ impl Pass {
                     if !store_failing {
                         say!(
                             "{}: store unavailable while queued, still waiting: {e:#}",
-                            self.label()
+                            this.label()
                         );
                         store_failing = true;
                     }
-                    self.store.close();
+                    this.store.close();
                 }
                 Err(e) => {
-                    self.held = None;
+                    drop(held);
                     renewer.stop();
-                    let _ = self
+                    let _ = this
                         .store
-                        .with_retries(|store| store.remove_waiter(id, false));
+                        .with_retries(|store| store.remove_waiter(id, DEPART));
                     return Err(e);
                 }
             }
@@ -141,18 +169,18 @@ impl Pass {
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
             if listener.is_some() && poll >= Duration::from_secs(1) {
-                self.store.close();
+                this.store.close();
             }
-            match self.events.recv_timeout(poll.min(left)) {
+            match this.events.recv_timeout(poll.min(left)) {
                 Ok(Event::Signal(s)) if classify(s) != SignalKind::ForwardOnly => {
-                    self.held = None;
+                    drop(held);
                     renewer.stop();
-                    let _ = self
+                    let _ = this
                         .store
-                        .with_retries(|store| store.remove_waiter(id, false));
-                    say!("{}: stopped by signal {s} while queued", self.label());
-                    self.record_not_run(Outcome::Stopped)?;
-                    return Ok(exit::SIGNAL_BASE + s);
+                        .with_retries(|store| store.remove_waiter(id, DEPART));
+                    say!("{}: stopped by signal {s} while queued", this.label());
+                    this.record_not_run(Outcome::Stopped)?;
+                    return Ok(exit::of_signal(s));
                 }
                 Ok(Event::LeaseLost) => break Err(("its queue row was lost", Outcome::Skipped)),
                 // A release on this machine: look again at once.
@@ -166,20 +194,25 @@ impl Pass {
         renewer.stop();
         drop(wake);
         drop(listener);
-        self.drop_stale_events();
+        this.drop_stale_events();
         match result {
             Ok(key) => {
                 // Slots still free (several released at once, a pause
                 // lifted): the next in line can be promoted too.
-                wake::wake_next(&mut self.store, &key.job);
-                self.run_child(key)
+                wake::wake_next(&mut this.store, &key.job);
+                Holding {
+                    ctx: this,
+                    held,
+                    key,
+                }
+                .run()
             }
             Err((why, outcome)) => {
-                self.held = None;
-                let _ = self
+                drop(held);
+                let _ = this
                     .store
-                    .with_retries(|store| store.remove_waiter(id, false));
-                if !self.settings.quiet {
+                    .with_retries(|store| store.remove_waiter(id, DEPART));
+                if !this.settings.quiet {
                     let at = if position > 0 {
                         format!(" at queue position {position}")
                     } else {
@@ -187,20 +220,22 @@ impl Pass {
                     };
                     say!(
                         "{}: gave up waiting after {}{at}: {why}",
-                        self.label(),
+                        this.label(),
                         human_ms(arrived.elapsed().as_millis() as i64)
                     );
                 }
-                self.record_not_run(outcome)?;
-                Ok(self.settings.conflict_exit_code)
+                this.record_not_run(outcome)?;
+                Ok(this.settings.conflict_exit_code)
             }
         }
     }
+}
 
+impl Ctx {
     /// One look at the queue: judge holders, try to promote; when behind,
     /// remove the ghosts ahead and look again. A paused job promotes nobody
     /// but still removes ghosts.
-    pub(super) fn queue_step(&mut self, id: i64) -> Result<Acquire> {
+    fn queue_step(&mut self, id: i64) -> Result<Acquire> {
         loop {
             let plan = self.reconcile()?;
             // Reads first: a waiter that cannot be promoted yet takes no
@@ -232,36 +267,27 @@ impl Pass {
     /// `Some((position, free slots))` when waiter `id` is queued behind
     /// the free slots of an unpaused job, by reads alone (the same count as
     /// promotion); `None` when promotion must decide.
-    pub(super) fn surely_behind(&mut self, id: i64) -> Result<Option<(u32, usize)>> {
+    fn surely_behind(&mut self, id: i64) -> Result<Option<(u32, usize)>> {
         let jobs = std::slice::from_ref(&self.settings.job);
         let store = self.store.get()?;
         let waiters = store.waiters(jobs)?;
-        let Some(rank) = waiters.iter().position(|w| w.id == id) else {
+        let leases = store.leases(jobs)?;
+        let occ = Occupancy::of(
+            leases.iter().map(|l| (l.slot, l.slots)),
+            waiters.iter().map(|w| (w.id, w.slots)),
+            Some(self.settings.slots),
+        );
+        let Turn::Behind(position) = occ.turn_of(id) else {
             return Ok(None);
         };
-        let leases = store.leases(jobs)?;
-        let limit = leases
-            .iter()
-            .map(|l| l.slots)
-            .chain(waiters.iter().map(|w| w.slots))
-            .chain([self.settings.slots])
-            .min()
-            .unwrap_or(1)
-            .max(1) as usize;
-        let free = limit.saturating_sub(leases.len());
-        if rank < free {
-            return Ok(None);
-        }
-        let paused = store
-            .pauses()?
-            .iter()
-            .any(|p| p.job == "*" || p.job == self.settings.job);
-        Ok((!paused).then_some((rank as u32 + 1, free)))
+        let pauses = store.pauses()?;
+        let paused = pause::holding_back(&pauses, &self.settings.job).is_some();
+        Ok((!paused).then_some((position, occ.free())))
     }
 
     /// Events left over from the wait (the waiter renewer's, wake-ups) must
     /// not reach the pass: only signals are kept.
-    pub(super) fn drop_stale_events(&mut self) {
+    fn drop_stale_events(&mut self) {
         let mut signals = vec![];
         while let Ok(e) = self.events.try_recv() {
             if let Event::Signal(s) = e {
@@ -281,17 +307,15 @@ impl Pass {
 
     /// Remove dead (or lapsed and unknown) waiters among the first
     /// `window` (at least one) of those ahead of `id`.
-    pub(super) fn remove_ghosts_ahead(&mut self, id: i64, window: usize) -> Result<u32> {
+    fn remove_ghosts_ahead(&mut self, id: i64, window: usize) -> Result<u32> {
         let job = self.settings.job.clone();
         let waiters = self.store.get()?.waiters(std::slice::from_ref(&job))?;
         let mut removed = 0;
         for w in waiters.iter().filter(|w| w.id < id).take(window.max(1)) {
             let v = self.evidence.judge_waiter(&w.holder, &w.pass_id);
             let gone = match decide_waiter(w, v.liveness) {
-                WaiterDecision::Remove { only_if_lapsed } => {
-                    self.store.get()?.remove_waiter(w.id, only_if_lapsed)?
-                }
                 WaiterDecision::Keep => false,
+                remove => self.store.get()?.remove_waiter(w.id, remove)?,
             };
             if gone {
                 wake::remove_stale(self.store.spec(), &w.pass_id);

@@ -17,21 +17,32 @@
 //! They are a module of their own because they are files others may plant. A
 //! path is only ever made from a pass id of the right form; a wake file is
 //! opened without following a symlink and without blocking (a FIFO with no
-//! reader fails at once), and written only when it is a FIFO owned by the
-//! caller or root (or, for a group-shared store, by its group); anything
-//! else is left untouched. Nothing depends on them for correctness (waiters
-//! also poll with a bounded interval), so a refused wake file costs one
-//! warning line and prompt wake-ups, never a pass or a wait.
+//! reader fails at once), and written only when `files::judge` allows it as
+//! a FIFO (owned by the caller or root or, for a group-shared store, by its
+//! group); anything else is left untouched. Nothing depends on them for
+//! correctness (waiters also poll with a bounded interval), so a refused
+//! wake file costs one warning line and prompt wake-ups, never a pass or a
+//! wait.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 
-use crate::liveness::valid_pass_id;
+use nix::fcntl::OFlag;
+
+use crate::files::{self, valid_pass_id, Kind};
+use crate::policy::slots::Occupancy;
 use crate::say;
 use crate::store::{StoreHandle, StoreSpec};
 use crate::supervise::Event;
-use crate::trust;
+
+/// A waiter's wake FIFO: `<pass id>.wake` in the directory below.
+pub const WAKE_SUFFIX: &str = ".wake";
+/// A PostgreSQL store's wake directory in `$XDG_RUNTIME_DIR`.
+pub const RUNTIME_WAKE_DIR: &str = "jobrun-postgres.wake.d";
+/// Without a usable `$XDG_RUNTIME_DIR`: `<tmp>/jobrun-<uid>/wake.d`.
+pub const TMP_DIR_PREFIX: &str = "jobrun-";
+pub const TMP_WAKE_DIR: &str = "wake.d";
 
 /// The directory of the wake files of `spec`, made ready.
 pub fn dir(spec: &StoreSpec) -> Result<PathBuf, String> {
@@ -39,22 +50,22 @@ pub fn dir(spec: &StoreSpec) -> Result<PathBuf, String> {
         return Ok(holders);
     }
     if let Some(runtime) = runtime_dir() {
-        let d = runtime.join("jobrun-postgres.wake.d");
+        let d = runtime.join(RUNTIME_WAKE_DIR);
         private_dir(&d)?;
         return Ok(d);
     }
     let uid = nix::unistd::geteuid();
-    let base = std::env::temp_dir().join(format!("jobrun-{uid}"));
+    let base = std::env::temp_dir().join(format!("{TMP_DIR_PREFIX}{uid}"));
     private_dir(&base)?;
-    let d = base.join("wake.d");
+    let d = base.join(TMP_WAKE_DIR);
     private_dir(&d)?;
     Ok(d)
 }
 
 /// The wake file of the waiter of pass `pass_id`: `None` unless the pass
 /// id has the form jobrun gives (it is read from the store).
-fn file_of(dir: &Path, pass_id: &str) -> Option<PathBuf> {
-    valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}.wake")))
+pub fn file_of(dir: &Path, pass_id: &str) -> Option<PathBuf> {
+    valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}{WAKE_SUFFIX}")))
 }
 
 /// `$XDG_RUNTIME_DIR` when it is set, absolute, and a directory owned by
@@ -70,37 +81,24 @@ fn runtime_dir() -> Option<PathBuf> {
     (md.is_dir() && ours && md.mode() & 0o077 == 0).then_some(dir)
 }
 
-/// Create `dir` with mode 0700 if it is missing, then check it.
+/// The mode a private directory is made with, and judged by: only its
+/// user may write it.
+const PRIVATE: u32 = 0o700;
+
+/// Create `dir` with mode 0700 if it is missing, then judge it as a
+/// directory of the caller's that no one else may write.
 fn private_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
-    }
-    trust::check_private_dir(dir)
+    files::make_dir(dir, PRIVATE, false)?;
+    files::judge_if_present(dir, Kind::Dir, PRIVATE)
 }
 
-/// Whether a wake FIFO's metadata makes it ours to use: a FIFO, owned by
-/// the caller or root (or by a member of its group when the store is
-/// group-shared), writable by no one `--db-mode` does not allow.
-fn usable_fifo(spec: &StoreSpec, md: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let mode = spec.modes().0;
-    let me = nix::unistd::geteuid().as_raw();
-    let group_shared = mode & 0o020 != 0;
-    let owner_ok =
-        md.uid() == me || md.uid() == 0 || (group_shared && trust::in_callers_groups(md.gid()));
-    md.file_type().is_fifo() && owner_ok && md.mode() & 0o022 & !mode == 0
+/// Whether a wake FIFO's metadata makes it ours to use (`files::judge`).
+fn usable_fifo(spec: &StoreSpec, path: &Path, md: &std::fs::Metadata) -> bool {
+    files::judge(path, md, Kind::Fifo, spec.modes().0).is_ok()
 }
 
-fn open_fifo(path: &Path, flags: i32) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(flags == libc::O_RDONLY)
-        .write(flags == libc::O_WRONLY)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
+fn open_fifo(path: &Path, flags: OFlag) -> std::io::Result<File> {
+    files::open(None, path, flags, 0)
 }
 
 /// A waiter's own wake FIFO, listened to until it is dropped; then it is
@@ -160,8 +158,8 @@ fn listen(spec: &StoreSpec, path: &Path) -> Result<(File, File), String> {
     let mode = spec.modes().0;
     nix::unistd::mkfifo(path, Mode::from_bits_truncate(mode as libc::mode_t))
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let read = open_fifo(path, libc::O_RDONLY).map_err(|e| trust::open_failure(path, &e))?;
-    let keep = open_fifo(path, libc::O_WRONLY).map_err(|e| trust::open_failure(path, &e))?;
+    let read = open_fifo(path, OFlag::O_RDONLY).map_err(|e| files::open_failure(path, &e))?;
+    let keep = open_fifo(path, OFlag::O_WRONLY).map_err(|e| files::open_failure(path, &e))?;
     // Past the umask: a group-shared store's releasers write to it.
     let _ = fchmod(&read, Mode::from_bits_truncate(mode as libc::mode_t));
     Ok((read, keep))
@@ -219,13 +217,14 @@ pub fn wake_next(handle: &mut StoreHandle, job: &str) {
     let Ok(leases) = store.leases(&jobs) else {
         return;
     };
-    let slots = leases
-        .iter()
-        .map(|l| l.slots)
-        .chain(waiters.iter().map(|w| w.slots))
-        .min()
-        .unwrap_or(1) as usize;
-    let free = slots.saturating_sub(leases.len());
+    // The same count as promotion (`Occupancy`): the smallest `--slots`
+    // binds, never below one.
+    let free = Occupancy::of(
+        leases.iter().map(|l| (l.slot, l.slots)),
+        waiters.iter().map(|w| (w.id, w.slots)),
+        None,
+    )
+    .free();
     if free == 0 {
         return;
     }
@@ -259,12 +258,12 @@ pub fn remove_stale(spec: &StoreSpec, pass_id: &str) {
     let Ok(md) = std::fs::symlink_metadata(&path) else {
         return;
     };
-    if !usable_fifo(spec, &md) {
+    if !usable_fifo(spec, &path, &md) {
         return;
     }
     // A FIFO with a reader refuses nothing: opening it succeeds. ENXIO
     // means no reader is left.
-    match open_fifo(&path, libc::O_WRONLY) {
+    match open_fifo(&path, OFlag::O_WRONLY) {
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
             let _ = std::fs::remove_file(&path);
         }
@@ -289,15 +288,17 @@ fn touch(spec: &StoreSpec, dir: &Path, pass_id: &str) -> bool {
     let Ok(before) = std::fs::symlink_metadata(&path) else {
         return false;
     };
-    if !usable_fifo(spec, &before) {
+    if !usable_fifo(spec, &path, &before) {
         return false;
     }
-    let Ok(mut fifo) = open_fifo(&path, libc::O_WRONLY) else {
+    let Ok(mut fifo) = open_fifo(&path, OFlag::O_WRONLY) else {
         return false;
     };
     match fifo.metadata() {
         Ok(md)
-            if md.ino() == before.ino() && md.dev() == before.dev() && usable_fifo(spec, &md) =>
+            if md.ino() == before.ino()
+                && md.dev() == before.dev()
+                && usable_fifo(spec, &path, &md) =>
         {
             match fifo.write_all(&[WAKE]) {
                 Ok(_) => true,

@@ -1,0 +1,455 @@
+//! The sections that restate what the code does, each built from the code's
+//! own table or constants: EXIT STATUS from `exit::TABLE`, ENVIRONMENT from
+//! the clap definitions and the variables' constants, FILES from the path
+//! constants, SIGNALS from `spawn::FORWARDED` and `supervise::classify`, OUTCOMES from
+//! `Outcome::ALL` and `Outcome::meaning`. Only the wording around them is
+//! written here; `tests.rs` reads the pages back against the same tables.
+
+use clap::{Arg, Command};
+use roff::{bold, italic, roman, Roff};
+
+use super::text::{heading, help_text, item, para, prose, sentence};
+use crate::exit::{self, Status};
+use crate::policy::outcome::Outcome;
+use crate::spawn::FORWARDED;
+use crate::supervise::{classify, SignalKind};
+
+/// The commands that only read the store's files (they create none): on
+/// their pages `--db-mode` is the mode they expect the files to have.
+pub const READERS: [&str; 6] = [
+    "status",
+    "history",
+    "clear-locks",
+    "stop-due",
+    "forget",
+    "resume",
+];
+
+/// `--db-mode` as a reading command understands it.
+pub fn db_mode_for(sub: &str) -> Option<&'static str> {
+    READERS.contains(&sub).then_some(
+        "The mode this command expects of a SQLite store's files (default 0600); it \
+         creates none. The store file and its -wal and -shm are refused when writable \
+         beyond it, so a group-shared store is read with the mode it was made with \
+         (--db-mode 0660, or JOBRUN_DB_MODE=0660 in the environment); with group \
+         write, files of other members of the caller's groups are accepted.",
+    )
+}
+
+/// The exit statuses of a subcommand's page, with what each means there
+/// when that says more than the table.
+fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
+    use exit::{CANNOT_EXECUTE, INCOMPLETE, JOBRUN_FAILED, NOT_FOUND, OK};
+    let failed = (Status::Code(JOBRUN_FAILED), None);
+    match sub {
+        "run" => vec![
+            (Status::Child, None),
+            (Status::Signal, None),
+            (Status::Conflict, None),
+            (Status::Coalesced, None),
+            failed,
+            (Status::Code(CANNOT_EXECUTE), None),
+            (Status::Code(NOT_FOUND), None),
+        ],
+        "status" => vec![
+            (Status::Code(OK), None),
+            (
+                Status::Code(INCOMPLETE),
+                Some("a NAME given is a job the store never saw (the others are still shown)"),
+            ),
+            failed,
+        ],
+        "history" => vec![
+            (Status::Code(OK), None),
+            (
+                Status::Code(INCOMPLETE),
+                Some("NAME is a job the store never saw"),
+            ),
+            failed,
+        ],
+        "forget" => vec![
+            (Status::Code(OK), Some("every NAME was forgotten")),
+            (
+                Status::Code(INCOMPLETE),
+                Some("a NAME was refused, with the reason (the others are forgotten)"),
+            ),
+            failed,
+        ],
+        "stop-due" => vec![
+            (Status::Code(OK), None),
+            (
+                Status::Code(INCOMPLETE),
+                Some(
+                    "a pass it verified could not be signalled, or --wait ran out with \
+                     locks still held",
+                ),
+            ),
+            failed,
+        ],
+        _ => vec![(Status::Code(OK), None), failed],
+    }
+}
+
+/// What `status` means in the table.
+pub fn meaning(status: Status) -> &'static str {
+    exit::TABLE
+        .iter()
+        .find(|(s, _)| *s == status)
+        .map(|(_, when)| *when)
+        .unwrap_or_else(|| panic!("{status:?} is not in exit::TABLE"))
+}
+
+/// EXIT STATUS: every entry of `exit::TABLE` on jobrun(1), the ones a
+/// subcommand returns on its page.
+pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
+    heading(r, "EXIT STATUS");
+    let rows = match sub {
+        None => exit::TABLE.iter().map(|(s, _)| (*s, None)).collect(),
+        Some(sub) => exits_of(sub),
+    };
+    for (status, when) in rows {
+        let when = when.unwrap_or_else(|| meaning(status));
+        item(
+            r,
+            help_text(&status.label()),
+            help_text(&format!("When {when}.")),
+        );
+    }
+    if sub != Some("run") {
+        para(r, exit::BROKEN_PIPE);
+    }
+    if sub.is_none() {
+        para(
+            r,
+            "Every failure of jobrun is one line on standard error, after `jobrun:` and \
+             naming what failed.",
+        );
+    }
+}
+
+/// The variables jobrun reads that no option sets.
+pub const SETTING_VARIABLES: [(&str, &str); 3] = [
+    (
+        crate::process::identity::HOST_ENV,
+        "The host name recorded with a pass (default: the machine's host name), for \
+         containers whose host name is not stable.",
+    ),
+    (
+        crate::process::identity::BOOT_ID_ENV,
+        "The boot id recorded with a pass (default: {/proc/sys/kernel/random/boot_id}); a \
+         test seam, like `JOBRUN_CLOCK_SKEW`.",
+    ),
+    (
+        crate::clock::SKEW_ENV,
+        "A duration (`1h`, `-1h`, at most 100 years) added to this host's wall clock, \
+         never to its boot clock: a test seam for clocks that disagree.",
+    ),
+];
+
+/// The variables jobrun gives the command.
+pub const COMMAND_VARIABLES: [(&str, &str); 4] = [
+    (crate::spawn::JOB_ENV, "The job's name."),
+    (
+        crate::spawn::TOKEN_ENV,
+        "The fencing token: it strictly increases every time any pass takes a slot of \
+         the job; hand it to the systems the pass writes to, so they can refuse a stale \
+         holder.",
+    ),
+    (
+        crate::spawn::SLOT_ENV,
+        "The slot the pass holds (0 to `--slots` minus 1).",
+    ),
+    (
+        crate::process::identity::PASS_ENV,
+        "The pass's unique id, as `status` and `history` show it; everything the command \
+         starts inherits it.",
+    ),
+];
+
+/// Every variable an option reads, with the options that read it (the
+/// global ones first, then each subcommand's, in clap's order).
+pub fn option_variables(root: &Command) -> Vec<(String, Vec<(String, &Arg)>)> {
+    let mut out: Vec<(String, Vec<(String, &Arg)>)> = Vec::new();
+    let mut scopes = vec![(String::new(), root)];
+    scopes.extend(super::text::subcommands(root).map(|s| (format!("{} ", s.get_name()), s)));
+    for (scope, cmd) in scopes {
+        for a in cmd.get_arguments() {
+            let Some(env) = a.get_env() else { continue };
+            if a.is_global_set() && !scope.is_empty() {
+                continue;
+            }
+            let env = env.to_string_lossy().into_owned();
+            let flag = match (a.get_long(), a.get_short()) {
+                (Some(l), _) => format!("{scope}--{l}"),
+                (None, Some(s)) => format!("{scope}-{s}"),
+                (None, None) => format!("{scope}{}", a.get_id()),
+            };
+            match out.iter_mut().find(|(e, _)| *e == env) {
+                Some((_, flags)) => flags.push((flag, a)),
+                None => out.push((env, vec![(flag, a)])),
+            }
+        }
+    }
+    out
+}
+
+/// ENVIRONMENT: what each option's variable sets, then the variables no
+/// option sets, then those the command gets.
+pub fn environment(r: &mut Roff, root: &Command) {
+    heading(r, "ENVIRONMENT");
+    r.text(prose(
+        "Every option an operator sets in a cron line also reads a variable; the option \
+         wins over the variable.",
+    ));
+    for (env, flags) in option_variables(root) {
+        // `run --lease` (default 5m): what --help says of it.
+        let mut body = Vec::new();
+        for (i, (flag, a)) in flags.iter().enumerate() {
+            if i > 0 {
+                body.push(roman(", "));
+            }
+            body.push(bold(flag.clone()));
+            let default = a.get_default_values().first();
+            if let Some(d) = default.filter(|_| a.get_action().takes_values()) {
+                body.push(roman(format!(" (default {})", d.to_string_lossy())));
+            }
+        }
+        let help = flags[0]
+            .1
+            .get_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        body.push(roman(": "));
+        body.extend(help_text(&sentence(&help)));
+        r.control("TP", []);
+        r.control("B", [env.as_str()]);
+        r.text(body);
+    }
+    for (env, what) in SETTING_VARIABLES {
+        r.control("TP", []);
+        r.control("B", [env]);
+        r.text(prose(what));
+    }
+    para(r, "jobrun sets these in the command's environment:");
+    for (env, what) in COMMAND_VARIABLES {
+        r.control("TP", []);
+        r.control("B", [env]);
+        r.text(prose(what));
+    }
+}
+
+/// Stand-ins for the parts of a path that vary.
+pub const STORE: &str = "STORE";
+pub const PASS: &str = "PASS";
+pub const UID: &str = "UID";
+
+/// FILES, as (the paths, what they are): from the constants the code
+/// builds each path with.
+pub fn file_entries() -> Vec<(Vec<String>, String)> {
+    use crate::cmd::run::wake::{RUNTIME_WAKE_DIR, TMP_DIR_PREFIX, TMP_WAKE_DIR, WAKE_SUFFIX};
+    use crate::files::HOLDER_LOCK_SUFFIX;
+    use crate::settings::{DEFAULT_ROOT_DB, STATE_HOME_DEFAULT, USER_DB};
+    use crate::store::sqlite::SIDE_FILES;
+    use crate::store::HOLDERS_SUFFIX;
+    let holders = format!("{STORE}.{HOLDERS_SUFFIX}/");
+    vec![
+        (
+            vec![DEFAULT_ROOT_DB.into()],
+            "The default store of root.".into(),
+        ),
+        (
+            vec![format!("$XDG_STATE_HOME/{USER_DB}")],
+            format!(
+                "The default store of any other user ({{~/{STATE_HOME_DEFAULT}/{USER_DB}}} \
+                 when `XDG_STATE_HOME` is unset or relative): a user who is not root sees their own \
+                 store, and `status` names the store it read on its first line."
+            ),
+        ),
+        (
+            SIDE_FILES.iter().map(|s| format!("{STORE}{s}")).collect(),
+            format!(
+                "SQLite's write-ahead log and its index, beside a SQLite store {{{STORE}}} \
+                 (the store's path)."
+            ),
+        ),
+        (
+            vec![holders.clone()],
+            "The holders directory beside a SQLite store, made with the store.".into(),
+        ),
+        (
+            vec![format!("{holders}{PASS}{HOLDER_LOCK_SUFFIX}")],
+            format!(
+                "One file per pass on this machine ({{{PASS}}} is its pass id), locked by \
+                 the pass while it runs: the kernel tells any process sharing it whether the \
+                 holder lives, across PID namespaces."
+            ),
+        ),
+        (
+            vec![format!("{holders}{PASS}{WAKE_SUFFIX}")],
+            "The wake FIFO of a pass queued on this machine (`--wait`): a pass that frees \
+             a slot writes a byte to the FIFOs of the waiters it lets in, head first. \
+             Waiters also poll, so nothing depends on it."
+                .into(),
+        ),
+        (
+            vec![format!(
+                "$XDG_RUNTIME_DIR/{RUNTIME_WAKE_DIR}/{PASS}{WAKE_SUFFIX}"
+            )],
+            "The same for a PostgreSQL store, when `XDG_RUNTIME_DIR` is an absolute \
+             directory of the caller's with mode 0700. Only waiters of the same user are \
+             woken; the others poll."
+                .into(),
+        ),
+        (
+            vec![format!(
+                "$TMPDIR/{TMP_DIR_PREFIX}{UID}/{TMP_WAKE_DIR}/{PASS}{WAKE_SUFFIX}"
+            )],
+            format!(
+                "The same without such an `XDG_RUNTIME_DIR` ({{/tmp}} when `TMPDIR` is \
+                 unset; {{{UID}}} is the caller's user id), in directories of mode 0700 \
+                 jobrun creates and checks."
+            ),
+        ),
+    ]
+}
+
+/// FILES.
+pub fn files(r: &mut Roff) {
+    heading(r, "FILES");
+    for (paths, what) in file_entries() {
+        let mut tag = Vec::new();
+        for p in paths {
+            if !tag.is_empty() {
+                tag.push(roman(", "));
+            }
+            tag.push(italic(p));
+        }
+        item(r, tag, prose(&what));
+    }
+    para(
+        r,
+        "Files jobrun creates get the `--db-mode` (default 0600). A file beside the store \
+         is used only when it is not a symbolic link and is owned by the caller or root (or, \
+         with group write in `--db-mode`, by a member of one of the caller's groups); \
+         anything else is refused, never followed.",
+    );
+}
+
+/// A signal's name without `SIG`: `TERM`.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().trim_start_matches("SIG").to_string())
+        .unwrap_or_else(|_| sig.to_string())
+}
+
+/// The forwarded signals, grouped by what `classify` makes of them, in the
+/// order `FORWARDED` lists them.
+pub fn signal_groups() -> Vec<(SignalKind, Vec<i32>)> {
+    let mut groups: Vec<(SignalKind, Vec<i32>)> = Vec::new();
+    for sig in FORWARDED {
+        let kind = classify(sig);
+        match groups.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, sigs)) => sigs.push(sig),
+            None => groups.push((kind, vec![sig])),
+        }
+    }
+    groups
+}
+
+/// `TERM, INT, HUP or QUIT`.
+fn names(sigs: &[i32], last: &str) -> String {
+    let names: Vec<String> = sigs.iter().map(|s| signal_name(*s)).collect();
+    match names.split_last() {
+        Some((tail, head)) if !head.is_empty() => format!("{} {last} {tail}", head.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// SIGNALS: what `jobrun run` does with each signal it forwards, and how
+/// the pass is then recorded (`pass::run_child` decides it).
+pub fn signals(r: &mut Roff, root: &Command) {
+    let kill_after = root
+        .find_subcommand("run")
+        .and_then(|run| run.get_arguments().find(|a| a.get_id() == "kill_after"))
+        .and_then(|a| a.get_default_values().first())
+        .map(|d| d.to_string_lossy().into_owned())
+        .expect("run --kill-after has a default");
+    heading(r, "SIGNALS");
+    r.text(prose(
+        "`jobrun run` runs the command in a process group of its own, with its signal \
+         handlers in place before anything starts, and:",
+    ));
+    let mut stops = Vec::new();
+    for (kind, sigs) in signal_groups() {
+        let body = match kind {
+            SignalKind::Stop { grace: true } => format!(
+                "Forwarded to the command's process group, which gets KILL if the command \
+                 has not exited `--kill-after` later (default {kill_after}). Stops the pass."
+            ),
+            SignalKind::Stop { grace: false } => "Forwarded to the command's process group; \
+                 no KILL follows. Stops the pass."
+                .to_string(),
+            SignalKind::ForwardOnly => {
+                "Forwarded to the command's process group, nothing more: the pass goes on."
+                    .to_string()
+            }
+        };
+        if let SignalKind::Stop { .. } = kind {
+            stops.extend(sigs.iter().copied());
+        }
+        let tag = sigs.iter().map(|s| signal_name(*s)).collect::<Vec<_>>();
+        r.control("TP", []);
+        r.control("B", [tag.join(", ").as_str()]);
+        r.text(prose(&body));
+    }
+    let kill = signal_name(libc::SIGKILL);
+    r.control("TP", []);
+    r.control("B", [kill.as_str()]);
+    r.text(prose(
+        "Cannot be caught: the wrapper dies and its lease is no longer renewed. On the \
+         same machine a command that runs on is an orphaned pass, which keeps its slot \
+         until its process group is gone, and the slot is freed once it is; elsewhere the \
+         lease lapses within one window.",
+    ));
+    let base = exit::SIGNAL_BASE;
+    para(
+        r,
+        &format!(
+            "A signal that stops the pass ({}) is judged by how the command ends. A \
+             command that handles it and exits is recorded by its exit status like any \
+             other: `{ok}` and exit 0 when it exits 0, `{failed}` and its own code \
+             otherwise. The pass is recorded `{stopped}`, and jobrun exits {base}+N, only \
+             when the command dies of the forwarded signal N, or of the KILL after it \
+             ({killed}). When the stop comes before the command started, the command never \
+             starts; while queued (`--wait`), the pass leaves the queue. Both are recorded \
+             `{stopped}` and exit {base}+N.",
+            names(&stops, "or"),
+            ok = Outcome::Ok.as_str(),
+            failed = Outcome::Failed.as_str(),
+            stopped = Outcome::Stopped.as_str(),
+            killed = base + libc::SIGKILL,
+        ),
+    );
+    para(
+        r,
+        &format!(
+            "With `--on-lost term`, a lost lease stops the command as a TERM would, and the \
+             pass is recorded `{}`. jobrun releases its lease only after the command is \
+             gone, and leaves no zombie. When the command exits and processes of its group \
+             remain, they get TERM and, `--kill-after` later, KILL.",
+            Outcome::LostLease.as_str()
+        ),
+    );
+}
+
+/// OUTCOMES: how a pass can end, as history records it.
+pub fn outcomes(r: &mut Roff) {
+    heading(r, "OUTCOMES");
+    r.text(prose(
+        "Every pass ends in one history row with one of these outcomes (`history \
+         --outcome` shows one of them):",
+    ));
+    for o in Outcome::ALL {
+        item(r, vec![bold(o.as_str())], help_text(o.meaning()));
+    }
+}

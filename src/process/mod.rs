@@ -1,0 +1,243 @@
+//! What `/proc` says about processes: their state, parent, group and start
+//! time, what they run, what their environment carries, who holds a file
+//! lock.
+//!
+//! The invariant this module keeps: it reports, it never concludes. A pid
+//! is read together with its start time, so "gone" means no process with
+//! that pid and start time exists, and anything `/proc` will not tell
+//! (another user's process under `hidepid`, an unreadable entry) is
+//! reported as such rather than guessed. The judgement over these readings
+//! lives in `evidence`; acting on them in `signal`.
+//!
+//! The parser is a hand-written reader of the few fields jobrun needs
+//! rather than the `procfs` crate: a renewing wrapper must stay within a few
+//! MiB of resident memory, and these reads are a handful of lines.
+
+pub mod identity;
+
+use std::fs;
+
+use crate::policy::lease::Proc;
+
+pub use identity::Identity;
+
+/// What one read of `/proc/PID/stat` says: state letter, parent, process
+/// group and start time (clock ticks since boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub start: u64,
+}
+
+impl Stat {
+    /// Exited, waiting for its parent to reap it.
+    pub fn exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+/// Parse `/proc/PID/stat`. The command name (field 2) may contain spaces
+/// and parentheses, so fields are counted after the last `)`.
+pub fn parse_stat(stat: &str) -> Option<Stat> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let start = fields.nth(16)?.parse().ok()?;
+    Some(Stat {
+        state,
+        ppid,
+        pgrp,
+        start,
+    })
+}
+
+/// `/proc/PID/stat` of `pid`, parsed; `None` when it cannot be read.
+pub fn stat(pid: i32) -> Option<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The start time of `pid` in clock ticks since boot, or `None` when no
+/// such process exists (or `/proc` cannot tell).
+pub fn start_time(pid: i32) -> Option<u64> {
+    stat(pid).map(|s| s.start)
+}
+
+/// This process as evidence.
+pub fn this_process() -> Proc {
+    let pid = std::process::id() as i32;
+    Proc {
+        pid,
+        start: start_time(pid).unwrap_or(0),
+    }
+}
+
+/// Whether a process with pid `pid` exists at all, as the kernel says
+/// (signal 0 delivers nothing: it only asks). `false` only on ESRCH.
+fn exists(pid: nix::unistd::Pid) -> bool {
+    !matches!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// What `/proc` says of a recorded process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Running,
+    /// Exited, not yet reaped: its pid (and group id) are not reusable yet.
+    Exited,
+    Gone,
+    /// The pid now belongs to another process.
+    Reused,
+    /// It may exist, but this process cannot read it (hidepid, EACCES).
+    Unreadable(String),
+}
+
+/// Read the state of recorded process `p`: its pid with its start time.
+pub fn read(p: Proc) -> State {
+    match fs::read_to_string(format!("/proc/{}/stat", p.pid)) {
+        Ok(text) => match parse_stat(&text) {
+            Some(s) if s.start != p.start => State::Reused,
+            Some(s) if s.exited() => State::Exited,
+            Some(_) => State::Running,
+            None => State::Unreadable("unparsable /proc stat".into()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // /proc mounted with hidepid=2 hides other users' processes;
+            // the kernel still answers whether the pid exists.
+            if exists(nix::unistd::Pid::from_raw(p.pid)) {
+                State::Unreadable("hidden in /proc".into())
+            } else {
+                State::Gone
+            }
+        }
+        Err(e) => State::Unreadable(e.to_string()),
+    }
+}
+
+/// The processes of group `pgid` that have not exited, as far as `/proc`
+/// shows them, and whether any exited member (a zombie) was seen. `None`
+/// when `/proc` cannot be listed. Each listed process is asked its group
+/// with getpgid(2) first, a system call that formats nothing: only the few
+/// in `pgid` have their `stat` read, so a scan costs little more than
+/// listing `/proc`, however many processes the machine runs (the wrapper
+/// scans once at the end of every pass).
+fn group_scan(pgid: i32) -> Option<(Vec<i32>, bool)> {
+    use nix::unistd::{getpgid, Pid};
+    let mut live = vec![];
+    let mut zombies = false;
+    for e in fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() != pgid) {
+            continue;
+        }
+        match stat(pid) {
+            Some(s) if s.pgrp == pgid && s.exited() => zombies = true,
+            Some(s) if s.pgrp == pgid => live.push(pid),
+            _ => {}
+        }
+    }
+    live.sort_unstable();
+    Some((live, zombies))
+}
+
+/// What is left of process group `pgid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Group {
+    /// Members that have not exited, lowest pid first.
+    Runs(Vec<i32>),
+    /// No member runs (exited members waiting to be reaped count as gone).
+    Empty,
+    /// The kernel says the group has members this process cannot see.
+    Hidden,
+}
+
+/// Whether a process of group `pgid` still runs. Members that have exited
+/// but wait for a slow init to reap them count as gone.
+pub fn group(pgid: i32) -> Group {
+    // Asking the kernel first spares reading every process's /proc entry.
+    if !exists(nix::unistd::Pid::from_raw(-pgid)) {
+        return Group::Empty;
+    }
+    let scan = group_scan(pgid);
+    if let Some((live, _)) = &scan {
+        if !live.is_empty() {
+            return Group::Runs(live.clone());
+        }
+    }
+    match scan {
+        Some((_, true)) => Group::Empty,
+        _ => Group::Hidden,
+    }
+}
+
+/// Whether `pid` runs a jobrun binary: its executable is named `jobrun`
+/// (or `jobrun-*`), or is the very file this process runs. Where the
+/// executable cannot be read (another user's process, without root), its
+/// command name says the same. `None` when neither can be read.
+pub fn runs_jobrun(pid: i32) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let named = |name: &str| name == "jobrun" || name.starts_with("jobrun-");
+    let Ok(exe) = fs::read_link(format!("/proc/{pid}/exe")) else {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        return Some(named(comm.trim_end()));
+    };
+    let name = exe.file_name()?.to_string_lossy().into_owned();
+    if named(name.trim_end_matches(" (deleted)")) {
+        return Some(true);
+    }
+    let theirs = fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    let ours = fs::metadata("/proc/self/exe").ok()?;
+    Some(theirs.dev() == ours.dev() && theirs.ino() == ours.ino())
+}
+
+/// Whether the environment of `pid` holds the entry `entry` (`NAME=value`,
+/// whole). `None` when it cannot be read (another user's process).
+pub fn environment_has(pid: i32, entry: &str) -> Option<bool> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    Some(env.split(|b| *b == 0).any(|v| v == entry.as_bytes()))
+}
+
+/// The user `pid` runs as, from its `/proc` entry.
+pub fn uid_of(pid: i32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(format!("/proc/{pid}")).map(|m| m.uid()).ok()
+}
+
+/// The pids that hold an flock on the file `(dev, ino)`, from
+/// `/proc/locks`. `None` when `/proc/locks` cannot be read. Reading it
+/// stalls every file lock on the machine for a moment: only for a lock
+/// file that names nobody.
+pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<i32>> {
+    let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), ino);
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    Some(
+        locks
+            .lines()
+            .filter(|l| !l.contains("->"))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str()))
+                    .then(|| f.get(4)?.parse().ok())
+                    .flatten()
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parses_names_with_spaces_and_parens() {
+        let stat = "42 (a (b) c) S 1 40 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
+        let s = parse_stat(stat).unwrap();
+        assert_eq!((s.state, s.ppid, s.pgrp, s.start), ('S', 1, 40, 98765));
+    }
+}

@@ -1,0 +1,544 @@
+//! The store contract, in-process, against both stores, on a clock the
+//! tests move (`ClockOffset`): every transition and its compare-and-set.
+//! A test body runs once on a fresh SQLite file and once on a fresh
+//! PostgreSQL database of the server `scripts/test` starts; without
+//! `JOBRUN_TEST_PG` (a bare `cargo test`) the PostgreSQL half is skipped
+//! with the reason printed, and with it set an unreachable server fails.
+
+use std::time::Duration;
+
+use super::postgres::PgStore;
+use super::sql::ClockOffset;
+use super::sqlite::SqliteStore;
+use super::{
+    Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Store, StorePin, StoreSpec,
+};
+use crate::policy::lease::{EvictIf, Eviction, Holder, LeaseKey, Proc, WaiterDecision, MIN_LEASE};
+use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::pause::PauseScope;
+use crate::renewer::Renewal;
+
+/// One store under test, its pin, and the hand on its clock.
+struct Subject {
+    store: Box<dyn Store>,
+    pin: StorePin,
+    clock: ClockOffset,
+    /// Write the store as someone other than jobrun could.
+    forge: Box<dyn FnMut(&str)>,
+    /// Keeps the SQLite file's directory, or drops the PostgreSQL database.
+    _keep: Keep,
+}
+
+enum Keep {
+    Dir(#[allow(dead_code)] tempfile::TempDir),
+    Database { server: String, name: String },
+}
+
+impl Drop for Keep {
+    fn drop(&mut self) {
+        if let Keep::Database { server, name } = self {
+            if let Ok(mut admin) =
+                postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+            {
+                let _ =
+                    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
+    }
+}
+
+fn sqlite() -> Subject {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("store.db");
+    let mut store = SqliteStore::open(&path, 0o600).expect("open SQLite store");
+    let clock = store.backend.offset.clone();
+    let spec = StoreSpec::Sqlite(path.clone(), 0o600);
+    let pin = StorePin::new(&spec, &mut store).expect("pin");
+    let forge = move |sql: &str| {
+        let c = rusqlite::Connection::open(&path).expect("open the store raw");
+        c.execute_batch(sql).expect("forge a row");
+    };
+    Subject {
+        store: Box::new(store),
+        pin,
+        clock,
+        forge: Box::new(forge),
+        _keep: Keep::Dir(dir),
+    }
+}
+
+/// A fresh database on the test server, or `None` (said once) when no
+/// server was given.
+fn postgres() -> Option<Subject> {
+    let Ok(server) = std::env::var("JOBRUN_TEST_PG") else {
+        eprintln!("skipped the PostgreSQL half: JOBRUN_TEST_PG is not set (scripts/test sets it)");
+        return None;
+    };
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "jobrun_c_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+        .unwrap_or_else(|e| panic!("JOBRUN_TEST_PG={server} cannot be reached: {e}"));
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .expect("create the test database");
+    let keep = Keep::Database {
+        server: server.clone(),
+        name: name.clone(),
+    };
+    let url = format!("{server}/{name}");
+    let mut store = PgStore::open(&url).expect("open PostgreSQL store");
+    let clock = store.backend.offset.clone();
+    let pin = StorePin::new(&StoreSpec::Postgres(url.clone()), &mut store).expect("pin");
+    let forge = move |sql: &str| {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect raw");
+        c.batch_execute(sql).expect("forge a row");
+    };
+    Some(Subject {
+        store: Box::new(store),
+        pin,
+        clock,
+        forge: Box::new(forge),
+        _keep: keep,
+    })
+}
+
+/// Run `body` against both stores.
+fn both(body: fn(&mut Subject)) {
+    body(&mut sqlite());
+    if let Some(mut pg) = postgres() {
+        body(&mut pg);
+    }
+}
+
+const LEASE: Duration = MIN_LEASE;
+
+fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
+    AcquireRequest {
+        job: job.into(),
+        pass_id: pass.into(),
+        holder: Holder {
+            host: "contract-host".into(),
+            boot_id: "contract-boot".into(),
+            pid_ns: "pid:[1]".into(),
+            wrapper: Proc {
+                pid: 4242,
+                start: 1,
+            },
+            child: Some(Proc {
+                pid: 4243,
+                start: 2,
+            }),
+        },
+        argv: vec!["sync".into(), pass.into()],
+        cwd: "/srv".into(),
+        slots,
+        lease: LEASE,
+        max_hold: Duration::from_secs(60),
+    }
+}
+
+fn take(s: &mut Subject, job: &str, pass: &str) -> LeaseKey {
+    match s.store.acquire(&req(job, pass, 1), &[]).unwrap().result {
+        Acquire::Acquired(k) => k,
+        other => panic!("{pass}: {other:?}"),
+    }
+}
+
+fn renew(s: &mut Subject, held: &Held) -> Renewal {
+    s.store.renew_held(held, LEASE, &s.pin).unwrap()
+}
+
+fn evict(s: &mut Subject, key: &LeaseKey, condition: EvictIf) -> bool {
+    let ev = Eviction {
+        slot: key.slot,
+        token: key.token,
+        condition,
+    };
+    s.store.evict(&key.job, &ev).unwrap()
+}
+
+fn record(job: &str, outcome: Outcome) -> PassRecord {
+    PassRecord {
+        job: job.into(),
+        pass_id: "0000000000aa".into(),
+        token: None,
+        slot: None,
+        host: "contract-host".into(),
+        pid: 1,
+        started_at_ms: 0,
+        ended_at_ms: 0,
+        duration_ms: 5,
+        waited_ms: Some(0),
+        exit_code: Some(0),
+        signal: None,
+        outcome,
+    }
+}
+
+fn take_renew_release(s: &mut Subject) {
+    let a = take(s, "j", "a");
+    let full = s.store.acquire(&req("j", "b", 1), &[]).unwrap().result;
+    assert_eq!(full, Acquire::Full);
+    assert_eq!(renew(s, &Held::Lease(a.clone())), Renewal::Renewed);
+    // Renew and release are compare-and-set on the token.
+    let stale = LeaseKey {
+        token: a.token - 1,
+        ..a.clone()
+    };
+    assert_eq!(renew(s, &Held::Lease(stale.clone())), Renewal::NotOurs);
+    assert!(!s.store.release(&stale, None).unwrap());
+    assert!(s
+        .store
+        .release(&a, Some((&record("j", Outcome::Ok), 10)))
+        .unwrap());
+    assert!(!s.store.release(&a, None).unwrap());
+    assert_eq!(renew(s, &Held::Lease(a)), Renewal::NotOurs);
+    let b = take(s, "j", "b");
+    assert_eq!(b.slot, 0);
+    let h = s
+        .store
+        .history(&HistoryQuery {
+            limit: 10,
+            ..HistoryQuery::default()
+        })
+        .unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].outcome, Outcome::Ok);
+}
+
+fn tokens_only_grow(s: &mut Subject) {
+    let mut last = 0;
+    for i in 0..5 {
+        let k = take(s, "t", &format!("p{i}"));
+        assert!(k.token > last, "{} after {last}", k.token);
+        last = k.token;
+        assert!(s.store.release(&k, None).unwrap());
+    }
+    // A job forgotten and seen again still draws larger tokens.
+    assert!(matches!(s.store.forget("t").unwrap(), Forget::Forgotten));
+    let k = take(s, "t", "again");
+    assert!(k.token > last, "{} after {last}", k.token);
+}
+
+/// A counter that cannot grow refuses the pass; a clock far in the past
+/// never gives a token below 1.
+fn tokens_never_repeat_or_go_below_one(s: &mut Subject) {
+    // 60 years back: the clock's floor is negative.
+    s.clock.advance_back(Duration::from_secs(60 * 31_557_600));
+    let k = take(s, "n", "a");
+    assert!(k.token >= 1, "{}", k.token);
+    assert!(s.store.release(&k, None).unwrap());
+    s.clock.advance(Duration::from_secs(60 * 31_557_600));
+    // A writer of the store sets the counter to its largest value.
+    (s.forge)("UPDATE jobs SET next_token = 9223372036854775807 WHERE name = 'n'");
+    let err = s.store.acquire(&req("n", "b", 1), &[]).unwrap_err();
+    assert!(err.to_string().contains("cannot grow"), "{err}");
+    assert!(s.store.leases(&["n".into()]).unwrap().is_empty());
+}
+
+/// An eviction applies only while its condition holds on the row as read
+/// in the evicting transaction; a renewal in between keeps the slot.
+fn evictions_check_their_condition_again(s: &mut Subject) {
+    let k = take(s, "e", "a");
+    assert!(!evict(s, &k, EvictIf::Lapsed), "a live lease is not lapsed");
+    s.clock.advance(LEASE + Duration::from_millis(10));
+    // Lapsed, but it renews before the evictor's transaction.
+    assert_eq!(renew(s, &Held::Lease(k.clone())), Renewal::Renewed);
+    assert!(!evict(s, &k, EvictIf::Lapsed), "renewed in between");
+    s.clock.advance(LEASE + Duration::from_millis(10));
+    assert!(
+        !evict(s, &k, EvictIf::Forfeited),
+        "lapsed, not past max hold"
+    );
+    assert!(evict(s, &k, EvictIf::Lapsed));
+    assert_eq!(renew(s, &Held::Lease(k)), Renewal::NotOurs);
+    // Past its max hold and lapsed: forfeited.
+    let k = take(s, "e", "b");
+    s.clock.advance(Duration::from_secs(61));
+    assert!(evict(s, &k, EvictIf::Forfeited));
+    // Judged dead: the token alone must match.
+    let k = take(s, "e", "c");
+    let other = LeaseKey {
+        token: k.token + 1,
+        ..k.clone()
+    };
+    assert!(!evict(s, &other, EvictIf::TokenMatches));
+    assert!(evict(s, &k, EvictIf::TokenMatches));
+}
+
+/// Evictions named by a take happen in its transaction, and are reported.
+fn a_take_evicts_what_it_names(s: &mut Subject) {
+    let k = take(s, "x", "a");
+    s.clock.advance(LEASE);
+    let ev = Eviction {
+        slot: k.slot,
+        token: k.token,
+        condition: EvictIf::Lapsed,
+    };
+    let attempt = s
+        .store
+        .acquire(&req("x", "b", 1), std::slice::from_ref(&ev))
+        .unwrap();
+    assert_eq!(attempt.evicted, vec![ev]);
+    assert!(matches!(attempt.result, Acquire::Acquired(ref n) if n.token > k.token));
+}
+
+/// The smallest `--slots` among holders, waiters and the asker binds.
+fn the_smallest_slot_count_binds(s: &mut Subject) {
+    let r = |p: &str, n| req("s", p, n);
+    let a = s.store.acquire(&r("a", 2), &[]).unwrap().result;
+    let b = s.store.acquire(&r("b", 2), &[]).unwrap().result;
+    assert!(matches!(a, Acquire::Acquired(ref k) if k.slot == 0));
+    assert!(matches!(b, Acquire::Acquired(ref k) if k.slot == 1));
+    assert_eq!(
+        s.store.acquire(&r("c", 3), &[]).unwrap().result,
+        Acquire::Full
+    );
+    let Acquire::Acquired(b) = b else {
+        unreachable!()
+    };
+    assert!(s.store.release(&b, None).unwrap());
+    // A newcomer asking for one slot while one is held: it binds.
+    assert_eq!(
+        s.store.acquire(&r("d", 1), &[]).unwrap().result,
+        Acquire::Full
+    );
+    assert!(matches!(
+        s.store.acquire(&r("e", 2), &[]).unwrap().result,
+        Acquire::Acquired(ref k) if k.slot == 1
+    ));
+}
+
+/// First come, first served: one per free slot, never ahead of the queue.
+fn the_queue_is_served_in_order(s: &mut Subject) {
+    let held = take(s, "q", "a");
+    let id = |e: Enqueue| match e {
+        Enqueue::Queued(id) => id,
+        other => panic!("{other:?}"),
+    };
+    let w1 = id(s.store.enqueue(&req("q", "w1", 1), None).unwrap());
+    let w2 = id(s.store.enqueue(&req("q", "w2", 1), None).unwrap());
+    assert_eq!(
+        s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result,
+        Acquire::Behind(1)
+    );
+    assert_eq!(
+        s.store.promote(w2, &req("q", "w2", 1), &[]).unwrap().result,
+        Acquire::Behind(2)
+    );
+    assert!(s.store.release(&held, None).unwrap());
+    // A pass that does not wait never jumps the queue.
+    assert_eq!(
+        s.store.acquire(&req("q", "late", 1), &[]).unwrap().result,
+        Acquire::Full
+    );
+    assert_eq!(
+        s.store.promote(w2, &req("q", "w2", 1), &[]).unwrap().result,
+        Acquire::Behind(2)
+    );
+    let got = s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result;
+    assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
+    // Renewing the promoted waiter's row finds its lease: not a loss.
+    let waiter = Held::Waiter {
+        id: w1,
+        job: "q".into(),
+        pass_id: "w1".into(),
+    };
+    assert_eq!(renew(s, &waiter), Renewal::Renewed);
+    let gone = Held::Waiter {
+        id: w1,
+        job: "q".into(),
+        pass_id: "nobody".into(),
+    };
+    assert_eq!(renew(s, &gone), Renewal::NotOurs);
+    assert_eq!(
+        s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result,
+        Acquire::Gone
+    );
+}
+
+/// A ghost removed because it lapsed stays if it renewed in between; its
+/// own departure always goes.
+fn waiters_leave_by_compare_and_set(s: &mut Subject) {
+    let _held = take(s, "g", "a");
+    let Enqueue::Queued(w) = s.store.enqueue(&req("g", "w", 1), None).unwrap() else {
+        panic!("queued")
+    };
+    let lapsed = WaiterDecision::Remove {
+        only_if_lapsed: true,
+    };
+    assert!(!s.store.remove_waiter(w, lapsed).unwrap(), "not lapsed yet");
+    s.clock.advance(LEASE);
+    assert!(s.store.remove_waiter(w, lapsed).unwrap());
+    let Enqueue::Queued(w) = s.store.enqueue(&req("g", "w2", 1), None).unwrap() else {
+        panic!("queued")
+    };
+    let depart = WaiterDecision::Remove {
+        only_if_lapsed: false,
+    };
+    assert!(s.store.remove_waiter(w, depart).unwrap());
+    assert!(!s.store.remove_waiter(w, depart).unwrap());
+}
+
+fn identical_queued_passes_coalesce(s: &mut Subject) {
+    let _held = take(s, "c", "a");
+    let first = s.store.enqueue(&req("c", "w", 1), Some(true)).unwrap();
+    assert!(matches!(first, Enqueue::Queued(_)));
+    // Same job, argv ("sync w") and cwd: joins it.
+    let mut same = req("c", "x", 1);
+    same.argv = vec!["sync".into(), "w".into()];
+    assert_eq!(
+        s.store.enqueue(&same, Some(true)).unwrap(),
+        Enqueue::Coalesced("w".into())
+    );
+    // Not exact (not UTF-8), or not asked: queues.
+    assert!(matches!(
+        s.store.enqueue(&same, Some(false)).unwrap(),
+        Enqueue::Queued(_)
+    ));
+    assert!(matches!(
+        s.store.enqueue(&same, None).unwrap(),
+        Enqueue::Queued(_)
+    ));
+}
+
+fn pauses_have_a_scope(s: &mut Subject) {
+    s.store
+        .pause(&PauseScope::All, Some("upgrade"), None)
+        .unwrap();
+    let got = s.store.acquire(&req("p", "a", 1), &[]).unwrap().result;
+    assert!(
+        matches!(got, Acquire::Paused(ref p) if p.all && p.owner.as_deref() == Some("upgrade"))
+    );
+    s.store
+        .pause(&PauseScope::Job("p".into()), None, Some("disk"))
+        .unwrap();
+    // Another owner's resume lifts nothing of this one.
+    assert_eq!(s.store.resume(Some(&PauseScope::All), None).unwrap(), 0);
+    assert_eq!(s.store.resume(None, Some("upgrade")).unwrap(), 1);
+    let got = s.store.acquire(&req("p", "a", 1), &[]).unwrap().result;
+    assert!(matches!(got, Acquire::Paused(ref p) if !p.all && p.reason.as_deref() == Some("disk")));
+    assert!(matches!(
+        s.store.acquire(&req("other", "a", 1), &[]).unwrap().result,
+        Acquire::Acquired(_)
+    ));
+    let pauses = s.store.pauses().unwrap();
+    assert_eq!(pauses.len(), 1);
+    assert_eq!(pauses[0].scope, PauseScope::Job("p".into()));
+    assert!(matches!(s.store.forget("p").unwrap(), Forget::Paused(_)));
+    assert_eq!(
+        s.store
+            .resume(Some(&PauseScope::Job("p".into())), None)
+            .unwrap(),
+        1
+    );
+    assert!(matches!(s.store.forget("p").unwrap(), Forget::Forgotten));
+}
+
+fn history_is_pruned_per_job(s: &mut Subject) {
+    for _ in 0..5 {
+        s.store
+            .record_pass(&record("h", Outcome::Skipped), 3)
+            .unwrap();
+        s.store.record_pass(&record("k", Outcome::Ok), 3).unwrap();
+    }
+    let q = |job: &str, outcome| HistoryQuery {
+        job: Some(job.into()),
+        outcome,
+        limit: 100,
+        ..HistoryQuery::default()
+    };
+    assert_eq!(s.store.history(&q("h", None)).unwrap().len(), 3);
+    assert_eq!(
+        s.store.history(&q("k", Some(Outcome::Ok))).unwrap().len(),
+        3
+    );
+    assert_eq!(
+        s.store
+            .history(&q("k", Some(Outcome::Failed)))
+            .unwrap()
+            .len(),
+        0
+    );
+    let jobs = s.store.jobs(&[]).unwrap();
+    let k = jobs.iter().find(|j| j.name == "k").unwrap();
+    assert_eq!(k.last_outcome.as_deref(), Some("ok"));
+    let h = jobs.iter().find(|j| j.name == "h").unwrap();
+    // A skip never took a slot: no last outcome.
+    assert_eq!(h.last_outcome, None);
+}
+
+#[test]
+fn take_renew_and_release_are_compare_and_set() {
+    both(take_renew_release);
+}
+
+#[test]
+fn fencing_tokens_only_grow() {
+    both(tokens_only_grow);
+}
+
+#[test]
+fn fencing_tokens_never_repeat_nor_go_below_one() {
+    both(tokens_never_repeat_or_go_below_one);
+}
+
+#[test]
+fn an_eviction_checks_its_condition_in_its_transaction() {
+    both(evictions_check_their_condition_again);
+}
+
+#[test]
+fn a_take_evicts_in_the_same_transaction() {
+    both(a_take_evicts_what_it_names);
+}
+
+#[test]
+fn slot_counts() {
+    both(the_smallest_slot_count_binds);
+}
+
+#[test]
+fn queue_order_and_promotion() {
+    both(the_queue_is_served_in_order);
+}
+
+#[test]
+fn waiter_removal() {
+    both(waiters_leave_by_compare_and_set);
+}
+
+#[test]
+fn coalescing() {
+    both(identical_queued_passes_coalesce);
+}
+
+#[test]
+fn pause_scopes() {
+    both(pauses_have_a_scope);
+}
+
+#[test]
+fn history_pruning() {
+    both(history_is_pruned_per_job);
+}
+
+/// A PostgreSQL store dropped and re-created under a renewer is another
+/// store: the renewal says so instead of renewing into it.
+#[test]
+fn a_renewal_in_another_database_is_a_lost_store() {
+    let Some(mut s) = postgres() else { return };
+    let k = take(&mut s, "d", "a");
+    let elsewhere = StorePin::Database("cluster/another".into());
+    let got = s
+        .store
+        .renew_held(&Held::Lease(k.clone()), LEASE, &elsewhere)
+        .unwrap();
+    assert!(matches!(got, Renewal::StoreLost(_)), "{got:?}");
+    assert_eq!(renew(&mut s, &Held::Lease(k)), Renewal::Renewed);
+}

@@ -1,0 +1,239 @@
+//! The steps the store's transitions are made of, each inside the
+//! transaction its caller opened: lock a job and read its token counter,
+//! read its pauses and slot accounting, evict with a compare-and-set on the
+//! row as read, draw a token and take a slot, record a pass.
+
+use super::rows::{
+    argv_json, holder_values, lease_row, pause_row, waiter_row, LEASE_COLS, PASS_COLS, PAUSE_COLS,
+    WAITER_COLS,
+};
+use super::sql::{marks, millis, Conn, Value};
+use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError};
+use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
+use crate::policy::outcome::PassRecord;
+use crate::policy::pause::{self, Pause, PauseScope};
+use crate::policy::slots::Occupancy;
+
+/// `WHERE` fragment selecting the named jobs, or all of them.
+pub fn job_filter(col: &str, jobs: &[String], first: usize) -> (String, Vec<Value>) {
+    if jobs.is_empty() {
+        return ("1=1".into(), vec![]);
+    }
+    (
+        format!("{col} IN ({})", marks(first, jobs.len())),
+        jobs.iter().map(|j| j.as_str().into()).collect(),
+    )
+}
+
+/// The meta key under which the store keeps the largest fencing-token
+/// counter of every job forgotten from it.
+pub const FORGOTTEN_TOKENS: &str = "forgotten_tokens";
+
+pub fn meta(c: &mut dyn Conn, key: &str) -> Result<Option<i64>> {
+    let rows = c.query(
+        "SELECT value FROM jobrun_meta WHERE key = $1",
+        &[key.into()],
+    )?;
+    Ok(rows.first().map(|r| r.int("value")))
+}
+
+/// Lock the job's row, creating it first if the store does not know the
+/// job yet: its fencing-token counter, as it stands.
+pub fn ensure_job(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<i64> {
+    if let Some(counter) = c.lock_job(job)? {
+        return Ok(counter);
+    }
+    let start = lease::first_counter(clock.token_floor(), meta(c, FORGOTTEN_TOKENS)?);
+    c.exec(
+        "INSERT INTO jobs (name, next_token, created_ms) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO NOTHING",
+        &[job.into(), start.into(), clock.now_ms.into()],
+    )?;
+    Ok(c.lock_job(job)?.unwrap_or(start))
+}
+
+/// Every pause that could hold `job` back: its own and those on all jobs.
+pub fn pauses_on(c: &mut dyn Conn, job: &str) -> Result<Vec<Pause>> {
+    let rows = c.query(
+        &format!("SELECT {PAUSE_COLS} FROM pauses WHERE job = $1 OR job = $2"),
+        &[job.into(), PauseScope::ALL_KEY.into()],
+    )?;
+    Ok(rows.iter().map(pause_row).collect())
+}
+
+/// The pause holding `job` back, if one stands (the core picks it).
+pub fn pause_of(c: &mut dyn Conn, job: &str) -> Result<Option<PauseInfo>> {
+    let pauses = pauses_on(c, job)?;
+    Ok(pause::holding_back(&pauses, job).map(|p| PauseInfo {
+        all: p.is_all(),
+        owner: p.owner.clone(),
+        reason: p.reason.clone(),
+        since_ms: p.since_ms,
+    }))
+}
+
+/// The job's slot accounting, read inside the transaction; `asked` is the
+/// asker's own `--slots` (the core decides which count binds).
+pub fn occupancy(c: &mut dyn Conn, job: &str, asked: Option<u32>) -> Result<Occupancy> {
+    let held = c.query(
+        "SELECT slot, slots FROM leases WHERE job = $1 ORDER BY slot",
+        &[job.into()],
+    )?;
+    let queue = c.query(
+        "SELECT id, slots FROM waiters WHERE job = $1 ORDER BY id",
+        &[job.into()],
+    )?;
+    let count = |r: &super::sql::Row| u32::try_from(r.int("slots")).unwrap_or(0);
+    Ok(Occupancy::of(
+        held.iter()
+            .map(|r| (u32::try_from(r.int("slot")).unwrap_or(u32::MAX), count(r))),
+        queue.iter().map(|r| (r.int("id"), count(r))),
+        asked,
+    ))
+}
+
+/// The lease rows of `job` in slot `slot`, as read now.
+pub fn lease_in(c: &mut dyn Conn, job: &str, slot: u32, clock: &Clock) -> Result<Option<LeaseRow>> {
+    let rows = c.query(
+        &format!("SELECT {LEASE_COLS} FROM leases WHERE job = $1 AND slot = $2"),
+        &[job.into(), slot.into()],
+    )?;
+    Ok(rows.first().map(|r| lease_row(r, clock)))
+}
+
+/// Apply one eviction decided outside the transaction, if the core says it
+/// still holds for the row as read now; remove the row with a
+/// compare-and-set on what was read. Whether a row was removed.
+pub fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, clock: &Clock) -> Result<bool> {
+    let Some(row) = lease_in(c, job, ev.slot, clock)? else {
+        return Ok(false);
+    };
+    if !ev.still_holds(&row) {
+        return Ok(false);
+    }
+    let n = c.exec(
+        "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3 AND renewed_ms = $4",
+        &[
+            job.into(),
+            row.slot.into(),
+            row.token.into(),
+            row.stamps.renewed_ms.into(),
+        ],
+    )?;
+    Ok(n > 0)
+}
+
+/// Apply the evictions whose conditions still hold; return those that
+/// removed a row.
+pub fn evict_all(
+    c: &mut dyn Conn,
+    job: &str,
+    evict: &[Eviction],
+    clock: &Clock,
+) -> Result<Vec<Eviction>> {
+    let mut done = Vec::new();
+    for ev in evict {
+        if evict_in(c, job, ev, clock)? {
+            done.push(ev.clone());
+        }
+    }
+    Ok(done)
+}
+
+/// Record a pass and prune its job's history to the last `keep` passes.
+/// The pass ends now on the store's clock (one clock per store: ages shown
+/// later are judged on it), and started its duration before.
+pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32, clock: &Clock) -> Result<()> {
+    let ended = clock.now_ms;
+    let started = ended.saturating_sub(p.duration_ms.max(0));
+    let values: Vec<Value> = vec![
+        p.job.as_str().into(),
+        p.pass_id.as_str().into(),
+        p.token.into(),
+        p.slot.into(),
+        p.host.as_str().into(),
+        p.pid.into(),
+        started.into(),
+        ended.into(),
+        p.duration_ms.into(),
+        p.exit_code.into(),
+        p.signal.into(),
+        p.outcome.as_str().into(),
+        p.waited_ms.into(),
+    ];
+    c.exec(
+        &format!(
+            "INSERT INTO history ({PASS_COLS}) VALUES ({})",
+            marks(1, values.len())
+        ),
+        &values,
+    )?;
+    c.exec(
+        "DELETE FROM history WHERE job = $1 AND id <= \
+             (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        &[p.job.as_str().into(), keep.into()],
+    )?;
+    Ok(())
+}
+
+/// Take the lowest free slot of `occ` for `req`, under the job's next
+/// fencing token (`lease::draw_token`), drawn from `counter` as read under
+/// the job's lock.
+pub fn take_slot(
+    c: &mut dyn Conn,
+    req: &AcquireRequest,
+    occ: &Occupancy,
+    clock: &Clock,
+    counter: i64,
+) -> Result<Acquire> {
+    let slot = occ.lowest_free_slot();
+    let Some((token, next)) = lease::draw_token(counter, clock.token_floor()) else {
+        return Err(StoreError::TokensExhausted(req.job.clone(), counter));
+    };
+    c.exec(
+        "UPDATE jobs SET next_token = $2 WHERE name = $1 AND next_token = $3",
+        &[req.job.as_str().into(), next.into(), counter.into()],
+    )?;
+    let now = clock.now_ms;
+    let lease_ms = millis(req.lease);
+    let mut values: Vec<Value> = vec![
+        req.job.as_str().into(),
+        slot.into(),
+        token.into(),
+        req.pass_id.as_str().into(),
+    ];
+    values.extend(holder_values(&req.holder));
+    values.extend([
+        argv_json(&req.argv).into(),
+        req.cwd.as_str().into(),
+        req.slots.into(),
+        lease_ms.into(),
+        millis(req.max_hold).into(),
+        now.into(),
+        now.into(),
+        now.saturating_add(lease_ms).into(),
+        clock.boot_ms().into(),
+        clock.boot_ms().into(),
+    ]);
+    c.exec(
+        &format!(
+            "INSERT INTO leases ({LEASE_COLS}) VALUES ({})",
+            marks(1, values.len())
+        ),
+        &values,
+    )?;
+    Ok(Acquire::Acquired(LeaseKey {
+        job: req.job.clone(),
+        slot,
+        token,
+    }))
+}
+
+/// The queue rows of `job` as read now, in arrival order.
+pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<WaiterRow>> {
+    let rows = c.query(
+        &format!("SELECT {WAITER_COLS} FROM waiters WHERE job = $1 ORDER BY id"),
+        &[job.into()],
+    )?;
+    Ok(rows.iter().map(|r| waiter_row(r, clock)).collect())
+}

@@ -1,0 +1,416 @@
+//! Every transition of the store, written once for both backends: each is
+//! one transaction that reads the rows it needs, asks the core what they
+//! mean, and writes with a compare-and-set on what it read.
+//!
+//! Transitions on a job first lock that job (PostgreSQL: its `jobs` row;
+//! SQLite: the immediate transaction already holds the database's write
+//! lock), so counting slots, evicting, promoting and drawing a token never
+//! interleave with another process doing the same. The clock is the
+//! store's, read inside the transaction.
+
+use std::time::Duration;
+
+use super::rows::{
+    argv_json, holder_values, lease_row, pass_record, pause_row, waiter_row, HOLDER_COLS,
+    LEASE_COLS, PASS_COLS, PAUSE_COLS, WAITER_COLS,
+};
+use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
+use super::steps::{
+    ensure_job, evict_all, evict_in, insert_pass, job_filter, meta, occupancy, pause_of, pauses_on,
+    take_slot, waiters_of, FORGOTTEN_TOKENS,
+};
+use super::{
+    Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, Result, Store,
+    StorePin, ALL_JOBS,
+};
+use crate::policy::coalesce::{self, Invocation};
+use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
+use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::pause::{self, Pause, PauseScope};
+use crate::policy::slots::Turn;
+use crate::renewer::Renewal;
+
+impl<B: Backend> SqlStore<B> {
+    /// The rows of `jobs` (all when empty) that `cols_from` selects
+    /// ("COLUMNS FROM table"), by job and then `order`, each made by `row`
+    /// with the store's clock.
+    fn rows_of<T>(
+        &mut self,
+        jobs: &[String],
+        cols_from: &str,
+        order: &str,
+        row: fn(&super::sql::Row, &Clock) -> T,
+    ) -> Result<Vec<T>> {
+        self.backend.read(&mut |c| {
+            let clock = c.clock()?;
+            let (filter, params) = job_filter("job", jobs, 1);
+            let rows = c.query(
+                &format!("SELECT {cols_from} WHERE {filter} ORDER BY job, {order}"),
+                &params,
+            )?;
+            Ok(rows.iter().map(|r| row(r, &clock)).collect())
+        })
+    }
+}
+
+impl<B: Backend> Store for SqlStore<B> {
+    fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
+        let mut evicted = Vec::new();
+        let result = self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            let counter = ensure_job(c, &req.job, &clock)?;
+            evicted = evict_all(c, &req.job, evict, &clock)?;
+            if let Some(p) = pause_of(c, &req.job)? {
+                return Ok(Acquire::Paused(p));
+            }
+            let occ = occupancy(c, &req.job, Some(req.slots))?;
+            if !occ.room_past_the_queue() {
+                return Ok(Acquire::Full);
+            }
+            take_slot(c, req, &occ, &clock, counter)
+        })?;
+        Ok(Attempt { result, evicted })
+    }
+
+    fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let n = c.exec(
+                "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
+                &[key.job.as_str().into(), key.slot.into(), key.token.into()],
+            )?;
+            if let Some((p, keep)) = pass {
+                let clock = c.clock()?;
+                insert_pass(c, p, keep, &clock)?;
+            }
+            if n > 0 {
+                c.notify_waiters(&key.job)?;
+            }
+            Ok(n > 0)
+        })
+    }
+
+    fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            c.lock_job(job)?;
+            let gone = evict_in(c, job, ev, &clock)?;
+            if gone {
+                c.notify_waiters(job)?;
+            }
+            Ok(gone)
+        })
+    }
+
+    fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>> {
+        self.rows_of(
+            jobs,
+            &format!("{LEASE_COLS} FROM leases"),
+            "slot",
+            lease_row,
+        )
+    }
+
+    fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>> {
+        self.backend.read(&mut |c| {
+            let clock = c.clock()?;
+            let now = clock.now_ms;
+            let (filter, mut params) = job_filter("j.name", jobs, 1);
+            // The last pass that took a slot (`Outcome::took_slot`).
+            let took_slot: Vec<&str> = Outcome::ALL
+                .iter()
+                .filter(|o| o.took_slot())
+                .map(|o| o.as_str())
+                .collect();
+            let first = params.len() + 1;
+            params.extend(took_slot.iter().map(|o| Value::from(*o)));
+            let rows = c.query(
+                &format!(
+                    "SELECT j.name AS name, h.outcome AS outcome, h.duration_ms AS duration_ms, \
+                     h.ended_ms AS ended_ms FROM jobs j \
+                     LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
+                       WHERE job = j.name AND outcome IN ({})) \
+                     WHERE {filter} ORDER BY j.name",
+                    marks(first, took_slot.len())
+                ),
+                &params,
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| JobRow {
+                    name: r.text("name"),
+                    last_outcome: r.opt_text("outcome"),
+                    last_duration_ms: r.opt_int("duration_ms"),
+                    last_ended_ms_ago: r.opt_int("ended_ms").map(|e| now - e),
+                })
+                .collect())
+        })
+    }
+
+    fn record_pass(&mut self, p: &PassRecord, keep: u32) -> Result<()> {
+        self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            ensure_job(c, &p.job, &clock)?;
+            insert_pass(c, p, keep, &clock)
+        })
+    }
+
+    fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>> {
+        self.backend.read(&mut |c| {
+            let clock = c.clock()?;
+            let mut conds = vec!["1=1".to_string()];
+            let mut params: Vec<Value> = vec![q.limit.into()];
+            if let Some(j) = &q.job {
+                params.push(j.as_str().into());
+                conds.push(format!("job = ${}", params.len()));
+            }
+            if let Some(since) = q.since {
+                params.push(clock.now_ms.saturating_sub(millis(since)).into());
+                conds.push(format!("started_ms >= ${}", params.len()));
+            }
+            if let Some(o) = q.outcome {
+                params.push(o.as_str().into());
+                conds.push(format!("outcome = ${}", params.len()));
+            }
+            let rows = c.query(
+                &format!(
+                    "SELECT {PASS_COLS} FROM history WHERE {} \
+                     ORDER BY started_ms DESC, id DESC LIMIT $1",
+                    conds.join(" AND ")
+                ),
+                &params,
+            )?;
+            Ok(rows.iter().map(pass_record).collect())
+        })
+    }
+
+    fn forget(&mut self, job: &str) -> Result<Forget> {
+        self.backend.write(&mut |c| {
+            let Some(counter) = c.lock_job(job)? else {
+                return Ok(Forget::Unknown);
+            };
+            let count = |c: &mut dyn Conn, table: &str| -> Result<usize> {
+                let rows = c.query(
+                    &format!("SELECT count(*) AS n FROM {table} WHERE job = $1"),
+                    &[job.into()],
+                )?;
+                Ok(rows.first().map_or(0, |r| r.int("n") as usize))
+            };
+            let held = count(c, "leases")?;
+            if held > 0 {
+                return Ok(Forget::Held(held));
+            }
+            let queued = count(c, "waiters")?;
+            if queued > 0 {
+                return Ok(Forget::Queued(queued));
+            }
+            let pauses = pauses_on(c, job)?;
+            let paused: Vec<Pause> = pause::standing(&pauses, job).into_iter().cloned().collect();
+            if !paused.is_empty() {
+                return Ok(Forget::Paused(paused));
+            }
+            // The fencing tokens of a job forgotten and seen again still
+            // grow: the store keeps the largest counter it forgot, and a
+            // new job starts above it (`lease::first_counter`).
+            let kept = meta(c, FORGOTTEN_TOKENS)?.unwrap_or(0).max(counter);
+            c.exec(
+                "INSERT INTO jobrun_meta (key, value) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[FORGOTTEN_TOKENS.into(), kept.into()],
+            )?;
+            c.exec("DELETE FROM history WHERE job = $1", &[job.into()])?;
+            c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
+            Ok(Forget::Forgotten)
+        })
+    }
+
+    fn pause(
+        &mut self,
+        scope: &PauseScope,
+        owner: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        let owner = owner.unwrap_or("");
+        self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            if let PauseScope::Job(job) = scope {
+                ensure_job(c, job, &clock)?;
+            }
+            c.exec(
+                "INSERT INTO pauses (job, owner, reason, since_ms) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (job, owner) DO UPDATE SET reason = excluded.reason",
+                &[
+                    scope.key().into(),
+                    owner.into(),
+                    reason.into(),
+                    clock.now_ms.into(),
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn resume(&mut self, scope: Option<&PauseScope>, owner: Option<&str>) -> Result<u64> {
+        let owner = owner.unwrap_or("");
+        self.backend.write(&mut |c| {
+            let n = match scope {
+                Some(s) => c.exec(
+                    "DELETE FROM pauses WHERE job = $1 AND owner = $2",
+                    &[s.key().into(), owner.into()],
+                )?,
+                None => c.exec("DELETE FROM pauses WHERE owner = $1", &[owner.into()])?,
+            };
+            if n > 0 {
+                let woken = match scope {
+                    Some(PauseScope::Job(job)) => job.as_str(),
+                    _ => ALL_JOBS,
+                };
+                c.notify_waiters(woken)?;
+            }
+            Ok(n)
+        })
+    }
+
+    fn pauses(&mut self) -> Result<Vec<Pause>> {
+        self.backend.read(&mut |c| {
+            let rows = c.query(
+                &format!("SELECT {PAUSE_COLS} FROM pauses ORDER BY job, since_ms, owner"),
+                &[],
+            )?;
+            Ok(rows.iter().map(pause_row).collect())
+        })
+    }
+
+    fn enqueue(&mut self, req: &AcquireRequest, coalesce: Option<bool>) -> Result<Enqueue> {
+        self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            let now = clock.now_ms;
+            ensure_job(c, &req.job, &clock)?;
+            if let Some(exact) = coalesce {
+                let queued = waiters_of(c, &req.job, &clock)?;
+                let me = Invocation {
+                    argv: &req.argv,
+                    cwd: &req.cwd,
+                    exact,
+                };
+                if let Some(w) = coalesce::joins(&queued, me) {
+                    return Ok(Enqueue::Coalesced(w.pass_id.clone()));
+                }
+            }
+            let lease_ms = millis(req.lease);
+            let mut values: Vec<Value> = vec![req.job.as_str().into(), req.pass_id.as_str().into()];
+            values.extend(holder_values(&req.holder));
+            values.extend([
+                argv_json(&req.argv).into(),
+                req.cwd.as_str().into(),
+                req.slots.into(),
+                lease_ms.into(),
+                now.into(),
+                now.into(),
+                now.saturating_add(lease_ms).into(),
+                clock.boot_ms().into(),
+            ]);
+            let rows = c.query(
+                &format!(
+                    "INSERT INTO waiters (job, pass_id, {HOLDER_COLS}, argv, cwd, slots, \
+                     lease_ms, arrived_ms, renewed_ms, expires_ms, renewed_boot_ms) \
+                     VALUES ({}) RETURNING id",
+                    marks(1, values.len())
+                ),
+                &values,
+            )?;
+            Ok(Enqueue::Queued(
+                rows.first().map(|r| r.int("id")).unwrap_or(0),
+            ))
+        })
+    }
+
+    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
+        let mut evicted = Vec::new();
+        let result = self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            let counter = ensure_job(c, &req.job, &clock)?;
+            evicted = evict_all(c, &req.job, evict, &clock)?;
+            let occ = occupancy(c, &req.job, Some(req.slots))?;
+            let turn = occ.turn_of(id);
+            if turn == Turn::Gone {
+                return Ok(Acquire::Gone);
+            }
+            if let Some(p) = pause_of(c, &req.job)? {
+                return Ok(Acquire::Paused(p));
+            }
+            if let Turn::Behind(position) = turn {
+                return Ok(Acquire::Behind(position));
+            }
+            c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
+            take_slot(c, req, &occ, &clock, counter)
+        })?;
+        Ok(Attempt { result, evicted })
+    }
+
+    fn remove_waiter(&mut self, id: i64, decision: WaiterDecision) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            let rows = c.query(
+                &format!("SELECT {WAITER_COLS} FROM waiters WHERE id = $1"),
+                &[id.into()],
+            )?;
+            let Some(row) = rows.first().map(|r| waiter_row(r, &clock)) else {
+                return Ok(false);
+            };
+            if !decision.still_holds(&row) {
+                return Ok(false);
+            }
+            // Removed because it lapsed: only as read (a renewal in between
+            // shows it alive). Its own departure, or a dead waiter: as is.
+            let n = match decision {
+                WaiterDecision::Remove {
+                    only_if_lapsed: true,
+                } => c.exec(
+                    "DELETE FROM waiters WHERE id = $1 AND renewed_ms = $2",
+                    &[id.into(), row.stamps.renewed_ms.into()],
+                )?,
+                _ => c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?,
+            };
+            Ok(n > 0)
+        })
+    }
+
+    fn identity(&mut self) -> Result<Option<String>> {
+        self.backend.identity()
+    }
+
+    fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal> {
+        // A file store's pin is checked without a connection: a renewal
+        // must never go to a new file at the pinned path.
+        if let Err(why) = pin.check_file() {
+            return Ok(Renewal::StoreLost(why));
+        }
+        let renew = Renew {
+            held: match held {
+                Held::Lease(k) => RenewTarget::Lease {
+                    job: k.job.clone(),
+                    slot: k.slot,
+                    token: k.token,
+                },
+                Held::Waiter { id, job, pass_id } => RenewTarget::Waiter {
+                    id: *id,
+                    job: job.clone(),
+                    pass_id: pass_id.clone(),
+                },
+            },
+            lease_ms: millis(lease),
+        };
+        let pinned = pin.database();
+        let found = self.backend.renew(&renew, pinned)?;
+        Ok(found.renewal(pinned))
+    }
+
+    fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>> {
+        self.rows_of(
+            jobs,
+            &format!("{WAITER_COLS} FROM waiters"),
+            "id",
+            waiter_row,
+        )
+    }
+}
