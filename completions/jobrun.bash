@@ -348,7 +348,7 @@ _jobrun() {
                     return 0
                     ;;
                 --outcome)
-                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out abandoned" -- "${cur}"))
                     return 0
                     ;;
                 --db)

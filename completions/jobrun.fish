@@ -93,7 +93,8 @@ spawn-failed\t''
 killed\t''
 stopped\t''
 coalesced\t''
-timed-out\t''"
+timed-out\t''
+abandoned\t''"
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l reverse -d 'Oldest first (the default is newest first, by start time)'

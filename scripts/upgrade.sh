@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
 # Upgrade jobrun on a host whose jobs run from cron as
-# `jobrun run NAME -- COMMAND` and whose jobrun is built with cargo from a
-# git checkout.
+# `jobrun run NAME -- COMMAND` and whose jobrun was installed from a git
+# checkout with scripts/install.sh.
 #
 #   scripts/upgrade.sh [REF]   # a tag, a branch or a commit; default: the
 #                              # newest tag by version, or the upstream's
 #                              # default branch when there is no tag
 #
 # Steps, in order:
-#   1. print the installed version; git fetch; find REF (before any job is
-#      disturbed)
-#   2. jobrun pause --all --as upgrade       cron keeps firing; passes skip
-#   3. jobrun stop-due --all --wait 5m       passes in flight stop, release
-#   4. git checkout REF; cargo build --release; install the binary (an
-#      atomic rename, so a pass cron starts meanwhile never runs a
-#      half-written file); print the new version
-#   5. jobrun resume --all --as upgrade      lifts this upgrade's pause only
-# A step that fails stops the upgrade with a line naming it. A failure
-# after step 2 leaves the pause standing (passes keep skipping rather than
-# running beside a half-done upgrade) and says how to lift it.
+#   1. print the installed version; git fetch; find REF. When the
+#      installed jobrun was built from that very commit (`jobrun
+#      --version` names it), stop here: nothing is built, nothing paused.
+#   2. git checkout REF (a detached HEAD, said so at the end);
+#      cargo build --release --locked; the built jobrun must run
+#   3. jobrun pause --all --as upgrade       cron keeps firing; passes skip
+#   4. jobrun stop-due --all --wait 5m       passes in flight stop, release
+#   5. scripts/install.sh --prefix P         the binary (an atomic rename,
+#      so a pass cron starts meanwhile never runs a half-written file), man
+#      pages and completions; print the new version
+#   6. jobrun resume --all --as upgrade      lifts this upgrade's pause only
+# Jobs are paused only for steps 4 and 5: the build, the slow part, runs
+# while they keep running. A step that fails stops the upgrade with a
+# line naming it. A failure after step 3 leaves the pause standing
+# (passes keep skipping rather than running beside a half-done upgrade)
+# and says how to lift it.
 #
 # The pause is owned by the tag "upgrade": a pause an operator set before
 # (say, "disk maintenance" on one job) is neither lifted nor changed, and
 # the job stays paused after the upgrade.
 #
+# A jobrun installed from the Debian package (dpkg knows it) is not
+# upgraded here: build a new package with scripts/package-deb and install
+# it with dpkg -i.
+#
 # Settings, from the environment:
 #   UPGRADE_SRC   the git checkout (default: the checkout holding this script)
-#   UPGRADE_BIN   the installed jobrun (default: /usr/local/bin/jobrun)
+#   UPGRADE_BIN   the installed jobrun, PREFIX/bin/jobrun (default:
+#                 /usr/local/bin/jobrun); man pages and completions go
+#                 under PREFIX
 #   UPGRADE_WAIT  how long stop-due waits for the releases (default: 5m)
 #   JOBRUN_DB     the store, exactly as the cron lines set it
 #
@@ -38,7 +49,8 @@ set -uo pipefail
 
 say() { printf 'upgrade: %s\n' "$*" >&2; }
 
-# Stop the upgrade, saying which step failed and where it leaves the jobs.
+# Stop the upgrade, saying which step failed and where it leaves the jobs
+# and the checkout.
 fail() {
   say "FAILED: $*"
   if [ "${upgrade_paused:-no}" = yes ]; then
@@ -46,7 +58,29 @@ fail() {
   else
     say "this run paused nothing"
   fi
+  checkout_note
   exit 1
+}
+
+# Say where the checkout was left, when this run moved it.
+checkout_note() {
+  [ "${upgrade_moved:-no}" = yes ] || return 0
+  local back="it was on a detached HEAD already"
+  [ -z "${upgrade_was_on:-}" ] ||
+    back="git -C $upgrade_src switch $upgrade_was_on returns it to the branch it was on"
+  say "the checkout $upgrade_src is left on a detached HEAD at $upgrade_ref (${upgrade_commit:0:12}); $back"
+}
+
+# Whether dpkg knows a jobrun package here, or owns the installed binary.
+packaged() {
+  command -v dpkg-query >/dev/null || return 1
+  local status
+  status=$(dpkg-query -W -f='${Status}' jobrun 2>/dev/null) || status=""
+  case $status in
+    "" | *" not-installed" | *" config-files") ;;
+    *) return 0 ;;
+  esac
+  dpkg-query -S "$(readlink -f "$1" 2>/dev/null || echo "$1")" >/dev/null 2>&1
 }
 
 # What to upgrade to when no REF is given: the newest tag by version, else
@@ -72,28 +106,63 @@ commit_of() {
 }
 
 main() {
-  local ref=${1:-} here src wait commit
+  local ref=${1:-} here wait commit prefix installed built
   upgrade_bin=${UPGRADE_BIN:-/usr/local/bin/jobrun}
   upgrade_paused=no
+  upgrade_moved=no
   wait=${UPGRADE_WAIT:-5m}
   trap 'fail "interrupted"' INT TERM HUP
 
   [ "$#" -le 1 ] || fail "usage: upgrade.sh [TAG|BRANCH|COMMIT]"
+  if packaged "$upgrade_bin"; then
+    say "jobrun here came from the Debian package (dpkg knows it): build a new one with scripts/package-deb and install it with dpkg -i, not with upgrade.sh"
+    exit 1
+  fi
   here=$(dirname "${BASH_SOURCE[0]}") || fail "cannot locate this script"
-  src=${UPGRADE_SRC:-$here/..}
+  upgrade_src=${UPGRADE_SRC:-$here/..}
   [ -x "$upgrade_bin" ] || fail "no jobrun at $upgrade_bin (set UPGRADE_BIN)"
-  say "installed: $("$upgrade_bin" --version)"
-  cd "$src" || fail "cannot enter the checkout $src (set UPGRADE_SRC)"
-  git rev-parse --git-dir >/dev/null || fail "$src is not a git checkout"
+  prefix=${upgrade_bin%/bin/jobrun}
+  if [ -z "$prefix" ] || [ "$prefix/bin/jobrun" != "$upgrade_bin" ]; then
+    fail "UPGRADE_BIN must name PREFIX/bin/jobrun (the man pages and completions go under PREFIX), not $upgrade_bin"
+  fi
+  installed=$("$upgrade_bin" --version) || fail "the installed $upgrade_bin does not run"
+  say "installed: $installed"
+  cd "$upgrade_src" || fail "cannot enter the checkout $upgrade_src (set UPGRADE_SRC)"
+  upgrade_src=$(pwd)
+  git rev-parse --git-dir >/dev/null || fail "$upgrade_src is not a git checkout"
 
   # Find what to upgrade to before disturbing any job.
-  say "fetching"
-  git fetch --quiet --tags || fail "git fetch --tags"
-  if [ -z "$ref" ]; then
-    ref=$(default_ref) || fail "no REF given, and $src has no tag and no default branch"
+  if [ -n "$(git remote)" ]; then
+    say "fetching"
+    git fetch --quiet --tags || fail "git fetch --tags"
+  else
+    say "no git remote: upgrading to a commit this checkout has"
   fi
-  commit=$(commit_of "$ref") || fail "no tag, branch or commit $ref in $src"
+  if [ -z "$ref" ]; then
+    ref=$(default_ref) || fail "no REF given, and $upgrade_src has no tag and no default branch"
+  fi
+  commit=$(commit_of "$ref") || fail "no tag, branch or commit $ref in $upgrade_src"
+  upgrade_ref=$ref
+  upgrade_commit=$commit
+  local rev
+  rev=$(printf '%s\n' "$installed" | sed -n 's/.*(git \([0-9a-f]\{7,\}\)).*/\1/p')
+  if [ -n "$rev" ] && [ "${commit:0:${#rev}}" = "$rev" ]; then
+    say "already at $ref (${commit:0:12}): nothing to build, nothing paused"
+    trap - INT TERM HUP
+    return 0
+  fi
   say "upgrading to $ref (${commit:0:12})"
+
+  # Build while the jobs keep running: only installing needs them stopped.
+  upgrade_was_on=$(git symbolic-ref --quiet --short HEAD) || upgrade_was_on=""
+  say "checking out $ref"
+  git -c advice.detachedHead=false checkout --quiet --detach "$commit" ||
+    fail "git checkout $ref (local changes in $upgrade_src?)"
+  upgrade_moved=yes
+  say "building $ref"
+  cargo build --release --locked || fail "cargo build --release --locked"
+  built=$(target/release/jobrun --version) || fail "the built target/release/jobrun does not run"
+  say "built: $built"
 
   say "pausing every job (as upgrade)"
   "$upgrade_bin" pause --all --as upgrade --reason upgrade || fail "jobrun pause --all --as upgrade"
@@ -103,17 +172,9 @@ main() {
   "$upgrade_bin" stop-due --all --wait "$wait" ||
     fail "jobrun stop-due --all --wait $wait: passes still hold their locks (listed above)"
 
-  say "checking out $ref"
-  git -c advice.detachedHead=false checkout --quiet --detach "$commit" ||
-    fail "git checkout $ref (local changes in $src?)"
-
-  say "building $ref"
-  cargo build --release --locked || fail "cargo build --release --locked"
-
-  say "installing $upgrade_bin"
-  install -m 0755 target/release/jobrun "$upgrade_bin.new" ||
-    fail "install target/release/jobrun as $upgrade_bin.new"
-  mv -f "$upgrade_bin.new" "$upgrade_bin" || fail "mv $upgrade_bin.new $upgrade_bin"
+  say "installing under $prefix"
+  scripts/install.sh --prefix "$prefix" --bin target/release/jobrun ||
+    fail "scripts/install.sh --prefix $prefix --bin target/release/jobrun"
   local now
   now=$("$upgrade_bin" --version) || fail "the installed $upgrade_bin does not run"
   say "installed: $now"
@@ -122,6 +183,7 @@ main() {
   upgrade_paused=no
   trap - INT TERM HUP
   say "upgraded to $ref; lifted the upgrade's pause (pauses set by others stand)"
+  checkout_note
 }
 
 main "$@"

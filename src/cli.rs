@@ -376,10 +376,7 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
     /// Only passes with this outcome.
-    #[arg(long, value_name = "OUTCOME", value_parser = [
-        "ok", "failed", "skipped", "lost-lease", "spawn-failed", "killed", "stopped",
-        "coalesced", "timed-out",
-    ])]
+    #[arg(long, value_name = "OUTCOME", value_parser = outcome_names())]
     pub outcome: Option<String>,
     /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
@@ -394,4 +391,11 @@ pub struct GenerateArgs {
     /// Directory for the shell completions.
     #[arg(long, default_value = "completions")]
     pub completions: std::path::PathBuf,
+}
+
+/// The outcomes `history --outcome` takes: `Outcome::ALL`'s names.
+fn outcome_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        crate::policy::outcome::Outcome::ALL.map(|o| o.as_str()),
+    )
 }

@@ -297,6 +297,7 @@ mod tests {
                 exit_code: None,
                 signal: None,
                 outcome: Outcome::Skipped,
+                freed: None,
             }],
             summary: vec![Summary {
                 job: "feeds.poll".into(),
@@ -401,6 +402,7 @@ mod tests {
       "duration_ms": 0,
       "ended_at_ms": 1764410400001,
       "exit_code": null,
+      "freed": null,
       "host": "web1",
       "job": "feeds.poll",
       "outcome": "skipped",

@@ -19,7 +19,7 @@ use crate::policy::Liveness;
 use crate::report::escape;
 use crate::say;
 use crate::settings::job_names;
-use crate::store::StoreSpec;
+use crate::store::{operator, StoreSpec};
 
 /// What runs on of a container pass whose slot was just freed: clearing a
 /// lock never stops containers (only `stop-due` does, by label), so the
@@ -52,6 +52,11 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
     let would = if a.dry_run { "would " } else { "" };
     let evidence = evidence(&spec);
+    let by = operator(if a.force {
+        "clear-locks --force"
+    } else {
+        "clear-locks"
+    });
     for (l, v) in judged(store.leases(&names)?, &evidence) {
         let head = format!(
             "{} slot {} token {} held by {} ({})",
@@ -68,7 +73,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
                 if a.dry_run {
                     println!("{head}: would clear: {why}");
                     cleared += 1;
-                } else if store.evict(&l.job, &ev)? {
+                } else if store.evict(&l.job, &ev, &by)? {
                     if let Some(dir) = &evidence.lock_dir {
                         remove_stale_lock(dir, &l.pass_id);
                     }
@@ -110,7 +115,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
         if a.dry_run {
             println!("{head}: would remove from the queue");
             ghosts += 1;
-        } else if store.remove_waiter(w.id, remove)? {
+        } else if store.remove_ghost(w.id, remove, &by)? {
             crate::cmd::run::wake::remove_stale(&spec, &w.pass_id);
             println!("{head}: removed from the queue");
             ghosts += 1;

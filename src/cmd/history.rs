@@ -28,7 +28,7 @@ fn percentile(sorted: &[i64], p: usize) -> i64 {
 pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
     let mut durations: Vec<i64> = passes
         .iter()
-        .filter(|p| p.outcome.ran_command())
+        .filter(|p| p.ran())
         .map(|p| p.duration_ms)
         .collect();
     durations.sort_unstable();
@@ -170,6 +170,7 @@ mod tests {
             exit_code: Some(0),
             signal: None,
             outcome,
+            freed: None,
         }
     }
 

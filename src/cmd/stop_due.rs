@@ -22,7 +22,7 @@ use crate::report::escape;
 use crate::say;
 use crate::settings::StopSettings;
 use crate::signal::{signal_group, signal_verified, Members, NotSignalled, PassGroup};
-use crate::store::StoreSpec;
+use crate::store::{operator, StoreSpec};
 
 /// What stop-due signals for a pass it can verify.
 #[derive(Debug, Clone)]
@@ -220,7 +220,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         for l in &remaining {
             let v = judge_lease(&evidence, l);
             if let Decision::Free(ev, FreeReason::Dead) = decide(l, v.liveness, false) {
-                if store.evict(&l.job, &ev)? {
+                if store.evict(&l.job, &ev, &operator("stop-due"))? {
                     println!(
                         "{} slot {} token {}: freed, its holder is dead ({})",
                         escape(&l.job),

@@ -335,6 +335,8 @@ pub struct Eviction {
     pub slot: u32,
     pub token: i64,
     pub condition: EvictIf,
+    /// Why, as the pass's history records it.
+    pub reason: FreeReason,
 }
 
 impl Eviction {
@@ -375,6 +377,16 @@ pub enum FreeReason {
 }
 
 impl FreeReason {
+    /// As history records it.
+    pub fn key(self) -> &'static str {
+        match self {
+            FreeReason::Dead => "dead",
+            FreeReason::LapsedUnknown => "lapsed-unknown",
+            FreeReason::Forfeited => "forfeited",
+            FreeReason::Forced => "forced",
+        }
+    }
+
     /// As an operator reads it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -408,6 +420,7 @@ pub fn decide(lease: &LeaseRow, liveness: Liveness, force: bool) -> Decision {
                 slot: lease.slot,
                 token: lease.token,
                 condition,
+                reason,
             },
             reason,
         )
@@ -435,6 +448,16 @@ pub enum WaiterDecision {
 }
 
 impl WaiterDecision {
+    /// Why the waiter is removed, as its history records it.
+    pub fn reason(&self) -> FreeReason {
+        match self {
+            WaiterDecision::Remove {
+                only_if_lapsed: true,
+            } => FreeReason::LapsedUnknown,
+            _ => FreeReason::Dead,
+        }
+    }
+
     /// Whether a removal still applies to `row`, read again inside the
     /// transaction that would remove it (see `Eviction::still_holds`).
     pub fn still_holds(&self, row: &WaiterRow) -> bool {
@@ -619,6 +642,7 @@ mod tests {
             slot: 0,
             token: 1,
             condition,
+            reason: FreeReason::LapsedUnknown,
         };
         let lapsed = row(10, -5, 100);
         let renewed = row(10, 2000, 100);

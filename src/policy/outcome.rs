@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::lease::{FreeReason, LeaseRow, WaiterRow};
+
 /// How a pass ended, as recorded in history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -16,10 +18,11 @@ pub enum Outcome {
     Stopped,
     Coalesced,
     TimedOut,
+    Abandoned,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 10] = [
         Outcome::Ok,
         Outcome::Failed,
         Outcome::Skipped,
@@ -29,6 +32,7 @@ impl Outcome {
         Outcome::Stopped,
         Outcome::Coalesced,
         Outcome::TimedOut,
+        Outcome::Abandoned,
     ];
 
     /// The pass ran its command (whatever became of it): its duration is
@@ -78,6 +82,13 @@ impl Outcome {
                  itself."
             }
             Outcome::TimedOut => "The pass queued (--wait) and no slot came free in time.",
+            Outcome::Abandoned => {
+                "The pass died without ending itself (its wrapper was killed without \
+                 unwinding, its machine rebooted), or was evicted: whoever freed its slot, or \
+                 removed its queue row, recorded it, with the last renewal as its end. A pass \
+                 that was queued never ran its command; a holder that later reaches its own \
+                 end replaces this with how it really ended."
+            }
         }
     }
 
@@ -92,6 +103,7 @@ impl Outcome {
             Outcome::Stopped => "stopped",
             Outcome::Coalesced => "coalesced",
             Outcome::TimedOut => "timed-out",
+            Outcome::Abandoned => "abandoned",
         }
     }
 
@@ -106,6 +118,7 @@ impl Outcome {
             "stopped" => Outcome::Stopped,
             "coalesced" => Outcome::Coalesced,
             "timed-out" => Outcome::TimedOut,
+            "abandoned" => Outcome::Abandoned,
             _ => return None,
         })
     }
@@ -179,6 +192,90 @@ pub struct PassRecord {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub outcome: Outcome,
+    /// Who freed the pass's slot or removed its queue row, and why, when
+    /// someone other than the pass did (`abandoned`, or a holder evicted
+    /// while it lived that later recorded how it really ended).
+    pub freed: Option<Freed>,
+}
+
+/// Someone other than a pass freed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Freed {
+    /// Why: `dead`, `lapsed-unknown`, `forfeited` or `forced`
+    /// (`FreeReason::key`).
+    pub reason: String,
+    /// Who: the command and where it ran, e.g. `clear-locks on web1 (pid 42)`.
+    pub by: String,
+}
+
+impl PassRecord {
+    /// The pass ran its command: its duration counts in the summary. An
+    /// abandoned pass ran it only if it held a slot (a queued one never
+    /// did).
+    pub fn ran(&self) -> bool {
+        self.outcome.ran_command() || (self.outcome == Outcome::Abandoned && self.token.is_some())
+    }
+
+    /// The record of a holder someone else freed: from the lease row as
+    /// read in the freeing transaction, ending at its last renewal.
+    pub fn abandoned_holder(
+        row: &LeaseRow,
+        reason: FreeReason,
+        by: &str,
+        now_ms: i64,
+    ) -> PassRecord {
+        let ended = now_ms.saturating_sub(row.renewed_ago_ms.max(0));
+        PassRecord {
+            job: row.job.clone(),
+            pass_id: row.pass_id.clone(),
+            token: Some(row.token),
+            slot: Some(row.slot),
+            host: row.holder.host.clone(),
+            pid: row.holder.wrapper.pid,
+            started_at_ms: row.acquired_at_ms,
+            ended_at_ms: ended,
+            duration_ms: row.held_ms.saturating_sub(row.renewed_ago_ms).max(0),
+            waited_ms: None,
+            exit_code: None,
+            signal: None,
+            outcome: Outcome::Abandoned,
+            freed: Some(Freed {
+                reason: reason.key().into(),
+                by: by.into(),
+            }),
+        }
+    }
+
+    /// The record of a queued pass removed as a ghost: it never ran, and
+    /// waited until its last renewal.
+    pub fn abandoned_waiter(
+        row: &WaiterRow,
+        reason: FreeReason,
+        by: &str,
+        now_ms: i64,
+    ) -> PassRecord {
+        let renewed_ago = row.stamps.lease_ms.saturating_sub(row.expires_in_ms).max(0);
+        let ended = now_ms.saturating_sub(renewed_ago);
+        PassRecord {
+            job: row.job.clone(),
+            pass_id: row.pass_id.clone(),
+            token: None,
+            slot: None,
+            host: row.holder.host.clone(),
+            pid: row.holder.wrapper.pid,
+            started_at_ms: row.arrived_at_ms,
+            ended_at_ms: ended,
+            duration_ms: 0,
+            waited_ms: Some(ended.saturating_sub(row.arrived_at_ms).max(0)),
+            exit_code: None,
+            signal: None,
+            outcome: Outcome::Abandoned,
+            freed: Some(Freed {
+                reason: reason.key().into(),
+                by: by.into(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

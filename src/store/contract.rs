@@ -14,7 +14,9 @@ use super::{
     Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Store, StorePin, StoreSpec,
 };
 use crate::policy::containers::Engine;
-use crate::policy::lease::{EvictIf, Eviction, Holder, LeaseKey, Proc, WaiterDecision, MIN_LEASE};
+use crate::policy::lease::{
+    EvictIf, Eviction, FreeReason, Holder, LeaseKey, Proc, WaiterDecision, MIN_LEASE,
+};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::PauseScope;
 use crate::renewer::Renewal;
@@ -160,16 +162,19 @@ fn evict(s: &mut Subject, key: &LeaseKey, condition: EvictIf) -> bool {
         slot: key.slot,
         token: key.token,
         condition,
+        reason: FreeReason::Dead,
     };
-    s.store.evict(&key.job, &ev).unwrap()
+    s.store.evict(&key.job, &ev, "contract").unwrap()
 }
 
+/// A pass as its wrapper records it: one that took a slot has a token.
 fn record(job: &str, outcome: Outcome) -> PassRecord {
+    let took_slot = outcome.ran_command();
     PassRecord {
         job: job.into(),
         pass_id: "0000000000aa".into(),
-        token: None,
-        slot: None,
+        token: took_slot.then_some(7),
+        slot: took_slot.then_some(0),
         host: "contract-host".into(),
         pid: 1,
         started_at_ms: 0,
@@ -179,6 +184,7 @@ fn record(job: &str, outcome: Outcome) -> PassRecord {
         exit_code: Some(0),
         signal: None,
         outcome,
+        freed: None,
     }
 }
 
@@ -281,6 +287,7 @@ fn a_take_evicts_what_it_names(s: &mut Subject) {
         slot: k.slot,
         token: k.token,
         condition: EvictIf::Lapsed,
+        reason: FreeReason::LapsedUnknown,
     };
     let attempt = s
         .store
@@ -374,17 +381,31 @@ fn waiters_leave_by_compare_and_set(s: &mut Subject) {
     let lapsed = WaiterDecision::Remove {
         only_if_lapsed: true,
     };
-    assert!(!s.store.remove_waiter(w, lapsed).unwrap(), "not lapsed yet");
+    assert!(
+        !s.store.remove_ghost(w, lapsed, "contract").unwrap(),
+        "not lapsed yet"
+    );
     s.clock.advance(LEASE);
-    assert!(s.store.remove_waiter(w, lapsed).unwrap());
+    assert!(s.store.remove_ghost(w, lapsed, "contract").unwrap());
     let Enqueue::Queued(w) = s.store.enqueue(&req("g", "w2", 1), None).unwrap() else {
         panic!("queued")
     };
-    let depart = WaiterDecision::Remove {
-        only_if_lapsed: false,
-    };
-    assert!(s.store.remove_waiter(w, depart).unwrap());
-    assert!(!s.store.remove_waiter(w, depart).unwrap());
+    assert!(s.store.depart(w).unwrap());
+    assert!(!s.store.depart(w).unwrap());
+    // The ghost is in history, once, as abandoned; the departed waiter
+    // records its own pass.
+    let h = s.store.history(&HistoryQuery {
+        job: Some("g".into()),
+        limit: 10,
+        ..HistoryQuery::default()
+    });
+    let h = h.unwrap();
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(
+        (h[0].outcome, h[0].pass_id.as_str()),
+        (Outcome::Abandoned, "w")
+    );
+    assert!(!h[0].ran());
 }
 
 fn identical_queued_passes_coalesce(s: &mut Subject) {
@@ -500,6 +521,51 @@ fn history_is_pruned_per_job(s: &mut Subject) {
     let h = jobs.iter().find(|j| j.name == "h").unwrap();
     // A skip never took a slot: no last outcome.
     assert_eq!(h.last_outcome, None);
+}
+
+/// Whoever frees a pass records it, once: a holder that later reaches its
+/// own release updates that row to how it really ended.
+fn every_pass_ends_in_one_history_row(s: &mut Subject) {
+    let k = take(s, "o", "a");
+    s.clock.advance(Duration::from_secs(2));
+    assert_eq!(renew(s, &Held::Lease(k.clone())), Renewal::Renewed);
+    s.clock.advance(Duration::from_secs(1));
+    assert!(evict(s, &k, EvictIf::TokenMatches));
+    let q = HistoryQuery {
+        job: Some("o".into()),
+        limit: 10,
+        ..HistoryQuery::default()
+    };
+    let h = s.store.history(&q).unwrap();
+    assert_eq!(h.len(), 1, "{h:?}");
+    let p = &h[0];
+    assert_eq!(p.outcome, Outcome::Abandoned);
+    assert_eq!((p.pass_id.as_str(), p.token), ("a", Some(k.token)));
+    assert!(p.ran(), "it held a slot");
+    // Its end is its last renewal: held 2 s of the 3 s before eviction.
+    assert!((1_900..=2_100).contains(&p.duration_ms), "{p:?}");
+    let freed = p.freed.clone().unwrap();
+    assert_eq!(
+        (freed.reason.as_str(), freed.by.as_str()),
+        ("dead", "contract")
+    );
+    // The holder was alive after all: its own release replaces the row.
+    let mut ended = record("o", Outcome::Ok);
+    ended.pass_id = "a".into();
+    ended.token = Some(k.token);
+    assert!(!s.store.release(&k, Some((&ended, 10))).unwrap());
+    let h = s.store.history(&q).unwrap();
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(h[0].outcome, Outcome::Ok);
+    assert_eq!(h[0].freed, Some(freed), "who freed it is kept");
+    // The job's last pass is the one that took a slot.
+    let jobs = s.store.jobs(&["o".into()]).unwrap();
+    assert_eq!(jobs[0].last_outcome.as_deref(), Some("ok"));
+}
+
+#[test]
+fn one_history_row_per_pass() {
+    both(every_pass_ends_in_one_history_row);
 }
 
 #[test]

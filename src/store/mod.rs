@@ -212,6 +212,23 @@ pub struct AcquireRequest {
     pub containers: Option<Engine>,
 }
 
+impl AcquireRequest {
+    /// The pass as history names it when it frees another pass's slot.
+    pub fn by(&self) -> String {
+        format!(
+            "pass {} on {} (pid {})",
+            self.pass_id, self.holder.host, self.holder.wrapper.pid
+        )
+    }
+}
+
+/// Who an operator command acting on the store is, as history names it:
+/// `clear-locks on web1 (pid 4242)`.
+pub fn operator(command: &str) -> String {
+    let host = crate::process::Identity::current().host;
+    format!("{command} on {host} (pid {})", std::process::id())
+}
+
 /// The result of trying to take a slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
@@ -302,8 +319,9 @@ pub trait Store: Send {
     /// ours. The pass is recorded either way.
     fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool>;
     /// Remove a lease taken away by someone else (clear-locks, takeover),
-    /// if its condition still holds.
-    fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool>;
+    /// if its condition still holds, and record its pass as `abandoned` by
+    /// `by` in the same transaction.
+    fn evict(&mut self, job: &str, ev: &Eviction, by: &str) -> Result<bool>;
     /// Every lease of the named jobs (all jobs when empty).
     fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>>;
     /// Every job the store knows (all when `jobs` is empty).
@@ -337,10 +355,13 @@ pub trait Store: Send {
     /// waiters, in arrival order, and the job is not paused. The waiter row
     /// becomes a lease in the same transaction.
     fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
-    /// Remove a waiter, if `decision` still holds for its row as read in
-    /// the transaction (its own departure: `Remove { only_if_lapsed:
-    /// false }`).
-    fn remove_waiter(&mut self, id: i64, decision: WaiterDecision) -> Result<bool>;
+    /// A waiter leaves the queue by itself (it gave up, was stopped): its
+    /// row goes; it records its own pass.
+    fn depart(&mut self, id: i64) -> Result<bool>;
+    /// Remove a ghost waiter, if `decision` still holds for its row as read
+    /// in the transaction, and record its pass as `abandoned` by `by` in
+    /// the same transaction.
+    fn remove_ghost(&mut self, id: i64, decision: WaiterDecision, by: &str) -> Result<bool>;
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>>;
 
     /// What tells this database from another at the same address (a

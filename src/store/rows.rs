@@ -8,7 +8,7 @@
 
 use super::sql::{Row, Value};
 use crate::policy::lease::{Clock, Holder, LeaseKey, LeaseRow, Proc, Stamps, WaiterRow};
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::{Freed, Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
 
 /// The holder's columns, as a lease and a queue row both record them.
@@ -27,7 +27,7 @@ pub const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_
 
 /// Every column of a history row that jobrun reads.
 pub const PASS_COLS: &str = "job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-     duration_ms, exit_code, signal, outcome, waited_ms";
+     duration_ms, exit_code, signal, outcome, waited_ms, freed_reason, freed_by";
 
 /// The pause columns.
 pub const PAUSE_COLS: &str = "job, owner, reason, since_ms";
@@ -149,6 +149,10 @@ pub fn pass_record(r: &Row) -> PassRecord {
         signal: r.opt_int("signal").map(|x| x as i32),
         outcome: Outcome::parse(&r.text("outcome")).unwrap_or(Outcome::Failed),
         waited_ms: r.opt_int("waited_ms"),
+        freed: r.opt_text("freed_reason").map(|reason| Freed {
+            reason,
+            by: r.text("freed_by"),
+        }),
     }
 }
 

@@ -11,7 +11,7 @@ use super::sql::{marks, millis, Conn, Value};
 use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
-use crate::policy::outcome::PassRecord;
+use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Occupancy;
 
@@ -104,8 +104,16 @@ pub fn lease_in(c: &mut dyn Conn, job: &str, slot: u32, clock: &Clock) -> Result
 
 /// Apply one eviction decided outside the transaction, if the core says it
 /// still holds for the row as read now; remove the row with a
-/// compare-and-set on what was read. Whether a row was removed.
-pub fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, clock: &Clock) -> Result<bool> {
+/// compare-and-set on what was read, and record the pass it freed as
+/// `abandoned`, by `by`, in the same transaction. Whether a row was
+/// removed.
+pub fn evict_in(
+    c: &mut dyn Conn,
+    job: &str,
+    ev: &Eviction,
+    clock: &Clock,
+    by: &str,
+) -> Result<bool> {
     let Some(row) = lease_in(c, job, ev.slot, clock)? else {
         return Ok(false);
     };
@@ -121,7 +129,12 @@ pub fn evict_in(c: &mut dyn Conn, job: &str, ev: &Eviction, clock: &Clock) -> Re
             row.stamps.renewed_ms.into(),
         ],
     )?;
-    Ok(n > 0)
+    if n == 0 {
+        return Ok(false);
+    }
+    let pass = PassRecord::abandoned_holder(&row, ev.reason, by, clock.now_ms);
+    insert_pass(c, &pass, None, pass.ended_at_ms)?;
+    Ok(true)
 }
 
 /// Apply the evictions whose conditions still hold; return those that
@@ -131,22 +144,31 @@ pub fn evict_all(
     job: &str,
     evict: &[Eviction],
     clock: &Clock,
+    by: &str,
 ) -> Result<Vec<Eviction>> {
     let mut done = Vec::new();
     for ev in evict {
-        if evict_in(c, job, ev, clock)? {
+        if evict_in(c, job, ev, clock, by)? {
             done.push(ev.clone());
         }
     }
     Ok(done)
 }
 
-/// Record a pass and prune its job's history to the last `keep` passes.
-/// The pass ends now on the store's clock (one clock per store: ages shown
-/// later are judged on it), and started its duration before.
-pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32, clock: &Clock) -> Result<()> {
-    let ended = clock.now_ms;
-    let started = ended.saturating_sub(p.duration_ms.max(0));
+/// Record a pass ended at `ended` (store clock), and prune its job's history
+/// to the last `keep` passes when given. A pass already recorded as
+/// abandoned (by whoever freed it) is updated to how it really ended, never
+/// recorded twice: one history row per pass.
+pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i64) -> Result<()> {
+    let started = if p.outcome == Outcome::Abandoned {
+        p.started_at_ms
+    } else {
+        ended.saturating_sub(p.duration_ms.max(0))
+    };
+    let (reason, by) = match &p.freed {
+        Some(f) => (Some(f.reason.as_str()), Some(f.by.as_str())),
+        None => (None, None),
+    };
     let values: Vec<Value> = vec![
         p.job.as_str().into(),
         p.pass_id.as_str().into(),
@@ -161,19 +183,31 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: u32, clock: &Clock) -
         p.signal.into(),
         p.outcome.as_str().into(),
         p.waited_ms.into(),
+        reason.into(),
+        by.into(),
     ];
-    c.exec(
-        &format!(
-            "INSERT INTO history ({PASS_COLS}) VALUES ({})",
-            marks(1, values.len())
-        ),
-        &values,
+    let updated = c.exec(
+        "UPDATE history SET token = $3, slot = $4, host = $5, pid = $6, started_ms = $7, \
+         ended_ms = $8, duration_ms = $9, exit_code = $10, signal = $11, outcome = $12, \
+         waited_ms = $13 WHERE job = $1 AND pass_id = $2 AND outcome = 'abandoned'",
+        &values[..13],
     )?;
-    c.exec(
-        "DELETE FROM history WHERE job = $1 AND id <= \
-             (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-        &[p.job.as_str().into(), keep.into()],
-    )?;
+    if updated == 0 {
+        c.exec(
+            &format!(
+                "INSERT INTO history ({PASS_COLS}) VALUES ({})",
+                marks(1, values.len())
+            ),
+            &values,
+        )?;
+    }
+    if let Some(keep) = keep {
+        c.exec(
+            "DELETE FROM history WHERE job = $1 AND id <= \
+                 (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+            &[p.job.as_str().into(), keep.into()],
+        )?;
+    }
     Ok(())
 }
 

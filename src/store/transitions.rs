@@ -26,7 +26,7 @@ use super::{
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::PassRecord;
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
 use crate::renewer::Renewal;
@@ -60,7 +60,7 @@ impl<B: Backend> Store for SqlStore<B> {
         let result = self.backend.write(&mut |c| {
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
-            evicted = evict_all(c, &req.job, evict, &clock)?;
+            evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
             if let Some(p) = pause_of(c, &req.job)? {
                 return Ok(Acquire::Paused(p));
             }
@@ -81,7 +81,7 @@ impl<B: Backend> Store for SqlStore<B> {
             )?;
             if let Some((p, keep)) = pass {
                 let clock = c.clock()?;
-                insert_pass(c, p, keep, &clock)?;
+                insert_pass(c, p, Some(keep), clock.now_ms)?;
             }
             if n > 0 {
                 c.notify_waiters(&key.job)?;
@@ -90,11 +90,11 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn evict(&mut self, job: &str, ev: &Eviction) -> Result<bool> {
+    fn evict(&mut self, job: &str, ev: &Eviction, by: &str) -> Result<bool> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
             c.lock_job(job)?;
-            let gone = evict_in(c, job, ev, &clock)?;
+            let gone = evict_in(c, job, ev, &clock, by)?;
             if gone {
                 c.notify_waiters(job)?;
             }
@@ -115,23 +115,16 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.read(&mut |c| {
             let clock = c.clock()?;
             let now = clock.now_ms;
-            let (filter, mut params) = job_filter("j.name", jobs, 1);
-            // The last pass that took a slot (`Outcome::took_slot`).
-            let took_slot: Vec<&str> = Outcome::ALL
-                .iter()
-                .filter(|o| o.took_slot())
-                .map(|o| o.as_str())
-                .collect();
-            let first = params.len() + 1;
-            params.extend(took_slot.iter().map(|o| Value::from(*o)));
+            let (filter, params) = job_filter("j.name", jobs, 1);
+            // The last pass that took a slot: the passes that did carry
+            // their token.
             let rows = c.query(
                 &format!(
                     "SELECT j.name AS name, h.outcome AS outcome, h.duration_ms AS duration_ms, \
                      h.ended_ms AS ended_ms FROM jobs j \
                      LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
-                       WHERE job = j.name AND outcome IN ({})) \
-                     WHERE {filter} ORDER BY j.name",
-                    marks(first, took_slot.len())
+                       WHERE job = j.name AND token IS NOT NULL) \
+                     WHERE {filter} ORDER BY j.name"
                 ),
                 &params,
             )?;
@@ -151,7 +144,7 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
             ensure_job(c, &p.job, &clock)?;
-            insert_pass(c, p, keep, &clock)
+            insert_pass(c, p, Some(keep), clock.now_ms)
         })
     }
 
@@ -332,7 +325,7 @@ impl<B: Backend> Store for SqlStore<B> {
         let result = self.backend.write(&mut |c| {
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
-            evicted = evict_all(c, &req.job, evict, &clock)?;
+            evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
             let occ = occupancy(c, &req.job, Some(req.slots))?;
             let turn = occ.turn_of(id);
             if turn == Turn::Gone {
@@ -350,7 +343,14 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(Attempt { result, evicted })
     }
 
-    fn remove_waiter(&mut self, id: i64, decision: WaiterDecision) -> Result<bool> {
+    fn depart(&mut self, id: i64) -> Result<bool> {
+        self.backend.write(&mut |c| {
+            let n = c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
+            Ok(n > 0)
+        })
+    }
+
+    fn remove_ghost(&mut self, id: i64, decision: WaiterDecision, by: &str) -> Result<bool> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
             let rows = c.query(
@@ -364,7 +364,7 @@ impl<B: Backend> Store for SqlStore<B> {
                 return Ok(false);
             }
             // Removed because it lapsed: only as read (a renewal in between
-            // shows it alive). Its own departure, or a dead waiter: as is.
+            // shows it alive); a dead one as it is.
             let n = match decision {
                 WaiterDecision::Remove {
                     only_if_lapsed: true,
@@ -374,7 +374,12 @@ impl<B: Backend> Store for SqlStore<B> {
                 )?,
                 _ => c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?,
             };
-            Ok(n > 0)
+            if n == 0 {
+                return Ok(false);
+            }
+            let pass = PassRecord::abandoned_waiter(&row, decision.reason(), by, clock.now_ms);
+            insert_pass(c, &pass, None, pass.ended_at_ms)?;
+            Ok(true)
         })
     }
 

@@ -217,6 +217,7 @@ fn an_engine_that_cannot_answer_keeps_the_slot(env: &TestEnv) {
             .env("PATH", path)
             .args(["run", "-E", "75", "j", "--", "/usr/bin/touch", file])
             .code(75)
+            .stderr_contains("j: already running; skipping: held by")
             .run()
     };
     let ran = rival(&empty.to_string_lossy(), "rival1.ran");
@@ -414,6 +415,7 @@ fn a_detached_container_keeps_its_pass_running(env: &TestEnv) {
         .envs(engine.vars())
         .args(["run", "-E", "75", "j", "--", "touch", "rival.ran"])
         .code(75)
+        .stderr_contains("(alive: container ")
         .run();
     kill(p.wrapper as i32, libc::SIGTERM);
     assert_eq!(env.wait_exit(p.wrapper, START), Some(0));

@@ -2,6 +2,7 @@
 //! real stores. Behavioural tests run against SQLite and PostgreSQL from one
 //! body (`both_stores!`). What the modules share is in `support`.
 
+mod abandoned;
 mod badinput;
 mod compat;
 mod containers;
@@ -10,12 +11,14 @@ mod faults;
 mod figures;
 mod fleet;
 mod forged;
+mod frontpage;
 mod generated;
 mod input;
 mod install;
 mod jobs;
 mod lease;
 mod operator;
+mod package;
 mod pg;
 mod queue;
 mod run;

@@ -334,12 +334,38 @@ fn upgrade_script_runs_from_a_function_called_on_its_last_line() {
 }
 
 /// A deployment like the README's, in a temp dir: a git checkout cloned
-/// from an upstream with a tag, a `cargo` that "builds" by copying the real
-/// binary, and jobrun installed at a path of its own.
+/// from an upstream with a tag (each commit carries the real install
+/// script, man pages, completions and examples), a `cargo` that "builds" by
+/// copying the real binary with a mark of its own at the end, an `install`
+/// that fails on demand, and jobrun installed under a prefix of its own.
 struct Deployment {
     bin: PathBuf,
+    prefix: PathBuf,
     checkout: PathBuf,
     path: String,
+}
+
+/// The binary the fake cargo "builds": the real one, marked, so that a
+/// test tells the installed build from the one before.
+fn built() -> Vec<u8> {
+    let mut b = fs::read(BIN).unwrap();
+    b.extend_from_slice(b"\njobrun-upgrade-test-build\n");
+    b
+}
+
+/// Copy the files `scripts/install.sh` installs from into `to`.
+fn copy_installables(to: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["man", "completions", "scripts/examples"] {
+        fs::create_dir_all(to.join(dir)).unwrap();
+        for e in fs::read_dir(root.join(dir)).unwrap() {
+            let e = e.unwrap();
+            fs::copy(e.path(), to.join(dir).join(e.file_name())).unwrap();
+        }
+    }
+    for f in ["scripts/install.sh", "LICENSE-MIT", "LICENSE-APACHE"] {
+        fs::copy(root.join(f), to.join(f)).unwrap();
+    }
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -357,7 +383,8 @@ fn deployment(env: &TestEnv) -> Deployment {
     fs::create_dir(&upstream).unwrap();
     git(&upstream, &["init", "-q"]);
     fs::write(upstream.join("VERSION"), "1\n").unwrap();
-    git(&upstream, &["add", "VERSION"]);
+    copy_installables(&upstream);
+    git(&upstream, &["add", "-A"]);
     git(&upstream, &["commit", "-q", "-m", "one"]);
     git(&upstream, &["tag", "v1.0.0"]);
     fs::write(upstream.join("VERSION"), "2\n").unwrap();
@@ -381,13 +408,22 @@ fn deployment(env: &TestEnv) -> Deployment {
         "fakebin/cargo",
         &format!(
             "echo \"cargo $*\" >> ../cargo.log\n\
+             '{BIN}' status --json > ../status-at-build.json 2>&1\n\
              [ -e ../cargo.fail ] && {{ echo 'error: could not compile' >&2; exit 101; }}\n\
-             mkdir -p target/release && cp '{BIN}' target/release/jobrun"
+             mkdir -p target/release && cp '{BIN}' target/release/jobrun\n\
+             printf '\\njobrun-upgrade-test-build\\n' >> target/release/jobrun"
         ),
     );
     assert!(cargo.ends_with("fakebin/cargo"));
-    let bin = env.path("installed/jobrun");
-    fs::create_dir(env.path("installed")).unwrap();
+    script(
+        env,
+        "fakebin/install",
+        "[ -e ../install.fail ] && { echo 'install: No space left on device' >&2; exit 1; }\n\
+         exec /usr/bin/install \"$@\"",
+    );
+    let prefix = env.path("installed");
+    let bin = prefix.join("bin/jobrun");
+    fs::create_dir_all(prefix.join("bin")).unwrap();
     fs::copy(BIN, &bin).unwrap();
     let path = format!(
         "{}:{}",
@@ -396,6 +432,7 @@ fn deployment(env: &TestEnv) -> Deployment {
     );
     Deployment {
         bin,
+        prefix,
         checkout,
         path,
     }
@@ -431,10 +468,11 @@ fn run_upgrade_waiting(
     (out.status.code(), text(&out.stdout) + &text(&out.stderr))
 }
 
-/// The upgrade script pauses, stops what is in flight and waits for it,
-/// checks out the newest tag, builds, installs, and lifts its own pause
-/// only: an operator's earlier pause stands. It prints the version before
-/// and after.
+/// The upgrade script checks out the newest tag and builds it while the
+/// jobs run on; then pauses, stops what is in flight and waits for it,
+/// installs the binary with its man pages and completions, and lifts its
+/// own pause only: an operator's earlier pause stands. It prints the
+/// version before and after, and says the checkout is on a detached HEAD.
 fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
     let d = deployment(env);
     let out = env.run(&["pause", "db.vacuum", "--reason", "disk maintenance"]);
@@ -482,9 +520,26 @@ fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
             .contains("build --release"),
         "{said}"
     );
+    // Built before anything was paused: the store had no upgrade pause then.
+    let at_build = fs::read_to_string(env.path("status-at-build.json")).unwrap();
+    assert!(at_build.contains("disk maintenance"), "{at_build}");
     assert!(
-        fs::read(&d.bin).unwrap() == fs::read(BIN).unwrap(),
-        "not installed"
+        !at_build.contains("\"upgrade\""),
+        "paused before building: {at_build}"
+    );
+    assert!(fs::read(&d.bin).unwrap() == built(), "not installed");
+    for f in [
+        "share/man/man1/jobrun.1",
+        "share/man/man1/jobrun-run.1",
+        "share/bash-completion/completions/jobrun",
+        "share/zsh/site-functions/_jobrun",
+        "share/fish/vendor_completions.d/jobrun.fish",
+    ] {
+        assert!(d.prefix.join(f).is_file(), "{f} not installed: {said}");
+    }
+    assert!(
+        said.contains("is left on a detached HEAD at v1.10.0 ("),
+        "the detached HEAD is not said: {said}"
     );
     // Resumed: nothing paused, the next pass runs.
     assert_eq!(env.job("feeds.poll").state, State::Free, "{said}");
@@ -492,9 +547,9 @@ fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-/// A tag that does not exist stops the upgrade before any job is paused; a
-/// step that fails once the jobs are paused says so and leaves the pause
-/// standing.
+/// A tag that does not exist, or a build that fails, stops the upgrade
+/// before any job is paused; a step that fails once the jobs are paused
+/// (installing, here) says so and leaves the pause standing.
 fn upgrade_script_failure_leaves_the_pause_and_says_so(env: &TestEnv) {
     let d = deployment(env);
     let (code, said) = run_upgrade(env, &d, &["v9.9.9"]);
@@ -511,9 +566,22 @@ fn upgrade_script_failure_leaves_the_pause_and_says_so(env: &TestEnv) {
     let (code, said) = run_upgrade(env, &d, &["v1.10.0"]);
     assert_eq!(code, Some(1), "{said}");
     assert!(
-        said.contains("FAILED: cargo build"),
+        said.contains("FAILED: cargo build") && said.contains("this run paused nothing"),
         "the failed step is not named: {said}"
     );
+    assert!(said.contains("is left on a detached HEAD"), "{said}");
+    let out = env.run(&["run", "-E", "75", "feeds.poll", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    fs::remove_file(env.path("cargo.fail")).unwrap();
+    fs::write(env.path("install.fail"), "").unwrap();
+    let (code, said) = run_upgrade(env, &d, &["v1.10.0"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("FAILED: scripts/install.sh"),
+        "the failed step is not named: {said}"
+    );
+    assert!(fs::read(&d.bin).unwrap() == fs::read(BIN).unwrap());
     assert!(
         said.contains("jobs stay paused") && said.contains("resume --all --as upgrade"),
         "{said}"
@@ -558,7 +626,8 @@ fn upgrade_script_takes_a_branch_a_commit_or_the_default_branch(env: &TestEnv) {
 }
 
 /// A pass that does not release within the wait stops the upgrade before
-/// anything is checked out or built, and the pause stands.
+/// anything is installed (the build, done first, stays in the checkout),
+/// and the pause stands.
 fn upgrade_script_stops_when_a_pass_holds_on(env: &TestEnv) {
     let d = deployment(env);
     // A child that notes TERM and carries on.
@@ -583,12 +652,12 @@ fn upgrade_script_stops_when_a_pass_holds_on(env: &TestEnv) {
             && said.contains("jobs stay paused"),
         "{said}"
     );
-    assert!(!env.path("cargo.log").exists(), "built anyway: {said}");
-    assert_eq!(
-        fs::read_to_string(d.checkout.join("VERSION")).unwrap(),
-        "1\n",
-        "checked out anyway: {said}"
+    assert!(env.path("cargo.log").exists(), "not built first: {said}");
+    assert!(
+        fs::read(&d.bin).unwrap() == fs::read(BIN).unwrap(),
+        "installed anyway: {said}"
     );
+    assert!(said.contains("is left on a detached HEAD"), "{said}");
     assert_eq!(
         env.job("feeds.poll")
             .paused

@@ -28,11 +28,6 @@ const QUIET_POLL: Duration = Duration::from_secs(5);
 /// (a holder that died or whose lease lapsed).
 const LISTENING_POLL: Duration = Duration::from_secs(5);
 
-/// A waiter's own departure: its row is removed as it is.
-const DEPART: WaiterDecision = WaiterDecision::Remove {
-    only_if_lapsed: false,
-};
-
 impl Ctx {
     /// Promote this waiter if its turn has come, evicting what `plan` names.
     fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
@@ -152,9 +147,7 @@ impl Queued {
                 Err(e) => {
                     drop(held);
                     renewer.stop();
-                    let _ = this
-                        .store
-                        .with_retries(|store| store.remove_waiter(id, DEPART));
+                    let _ = this.store.with_retries(|store| store.depart(id));
                     return Err(e);
                 }
             }
@@ -175,9 +168,7 @@ impl Queued {
                 Ok(Event::Signal(s)) if classify(s) != SignalKind::ForwardOnly => {
                     drop(held);
                     renewer.stop();
-                    let _ = this
-                        .store
-                        .with_retries(|store| store.remove_waiter(id, DEPART));
+                    let _ = this.store.with_retries(|store| store.depart(id));
                     say!("{}: stopped by signal {s} while queued", this.label());
                     this.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::of_signal(s));
@@ -209,9 +200,7 @@ impl Queued {
             }
             Err((why, outcome)) => {
                 drop(held);
-                let _ = this
-                    .store
-                    .with_retries(|store| store.remove_waiter(id, DEPART));
+                let _ = this.store.with_retries(|store| store.depart(id));
                 if !this.settings.quiet {
                     let at = if position > 0 {
                         format!(" at queue position {position}")
@@ -315,7 +304,10 @@ impl Ctx {
             let v = self.evidence.judge_waiter(&w.holder, &w.pass_id);
             let gone = match decide_waiter(w, v.liveness) {
                 WaiterDecision::Keep => false,
-                remove => self.store.get()?.remove_waiter(w.id, remove)?,
+                remove => {
+                    let by = self.req.by();
+                    self.store.get()?.remove_ghost(w.id, remove, &by)?
+                }
             };
             if gone {
                 wake::remove_stale(self.store.spec(), &w.pass_id);
