@@ -73,7 +73,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
                 if a.dry_run {
                     println!("{head}: would clear: {why}");
                     cleared += 1;
-                } else if store.evict(&l.job, &ev, &by)? {
+                } else if store.evict(&l.job, &ev.with_evidence(v.to_string()), &by)? {
                     if let Some(dir) = &evidence.lock_dir {
                         remove_stale_lock(dir, &l.pass_id);
                     }

@@ -220,6 +220,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         for l in &remaining {
             let v = judge_lease(&evidence, l);
             if let Decision::Free(ev, FreeReason::Dead) = decide(l, v.liveness, false) {
+                let ev = ev.with_evidence(v.to_string());
                 if store.evict(&l.job, &ev, &operator("stop-due"))? {
                     println!(
                         "{} slot {} token {}: freed, its holder is dead ({})",

@@ -337,9 +337,21 @@ pub struct Eviction {
     pub condition: EvictIf,
     /// Why, as the pass's history records it.
     pub reason: FreeReason,
+    /// The verdict the holder was freed on, naming the evidence asked
+    /// (`dead: no process (...), no container with its label`), as the
+    /// pass's history records it.
+    pub evidence: Option<String>,
 }
 
 impl Eviction {
+    /// The eviction, with the verdict (`Verdict`'s text) it was decided on.
+    pub fn with_evidence(self, verdict: String) -> Eviction {
+        Eviction {
+            evidence: Some(verdict),
+            ..self
+        }
+    }
+
     /// Whether the eviction still applies to `row`, the slot's row as read
     /// again inside the transaction that would remove it (aged on that
     /// transaction's clock). The store then removes it with a
@@ -421,6 +433,7 @@ pub fn decide(lease: &LeaseRow, liveness: Liveness, force: bool) -> Decision {
                 token: lease.token,
                 condition,
                 reason,
+                evidence: None,
             },
             reason,
         )
@@ -643,6 +656,7 @@ mod tests {
             token: 1,
             condition,
             reason: FreeReason::LapsedUnknown,
+            evidence: None,
         };
         let lapsed = row(10, -5, 100);
         let renewed = row(10, 2000, 100);

@@ -206,6 +206,11 @@ pub struct Freed {
     pub reason: String,
     /// Who: the command and where it ran, e.g. `clear-locks on web1 (pid 42)`.
     pub by: String,
+    /// The verdict the holder was freed on, naming the evidence asked
+    /// (`dead: no process (...), no container with its label`); `None` for
+    /// a ghost waiter, or a pass an earlier jobrun freed.
+    #[serde(default)]
+    pub evidence: Option<String>,
 }
 
 impl PassRecord {
@@ -221,6 +226,7 @@ impl PassRecord {
     pub fn abandoned_holder(
         row: &LeaseRow,
         reason: FreeReason,
+        evidence: Option<&str>,
         by: &str,
         now_ms: i64,
     ) -> PassRecord {
@@ -242,6 +248,7 @@ impl PassRecord {
             freed: Some(Freed {
                 reason: reason.key().into(),
                 by: by.into(),
+                evidence: evidence.map(str::to_string),
             }),
         }
     }
@@ -273,6 +280,7 @@ impl PassRecord {
             freed: Some(Freed {
                 reason: reason.key().into(),
                 by: by.into(),
+                evidence: None,
             }),
         }
     }

@@ -163,7 +163,9 @@ fn evict(s: &mut Subject, key: &LeaseKey, condition: EvictIf) -> bool {
         token: key.token,
         condition,
         reason: FreeReason::Dead,
-    };
+        evidence: None,
+    }
+    .with_evidence("dead: no process (P), no container with its label".into());
     s.store.evict(&key.job, &ev, "contract").unwrap()
 }
 
@@ -288,6 +290,7 @@ fn a_take_evicts_what_it_names(s: &mut Subject) {
         token: k.token,
         condition: EvictIf::Lapsed,
         reason: FreeReason::LapsedUnknown,
+        evidence: None,
     };
     let attempt = s
         .store
@@ -548,6 +551,11 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
     assert_eq!(
         (freed.reason.as_str(), freed.by.as_str()),
         ("dead", "contract")
+    );
+    // And the verdict it was freed on, naming the evidence asked.
+    assert_eq!(
+        freed.evidence.as_deref(),
+        Some("dead: no process (P), no container with its label")
     );
     // The holder was alive after all: its own release replaces the row.
     let mut ended = record("o", Outcome::Ok);

@@ -27,7 +27,7 @@ pub const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_
 
 /// Every column of a history row that jobrun reads.
 pub const PASS_COLS: &str = "job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-     duration_ms, exit_code, signal, outcome, waited_ms, freed_reason, freed_by";
+     duration_ms, exit_code, signal, outcome, waited_ms, freed_reason, freed_by, freed_evidence";
 
 /// The pause columns.
 pub const PAUSE_COLS: &str = "job, owner, reason, since_ms";
@@ -152,6 +152,7 @@ pub fn pass_record(r: &Row) -> PassRecord {
         freed: r.opt_text("freed_reason").map(|reason| Freed {
             reason,
             by: r.text("freed_by"),
+            evidence: r.opt_text("freed_evidence"),
         }),
     }
 }

@@ -300,14 +300,17 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    CREATE INDEX IF NOT EXISTS history_by_pass ON history (pass_id);",
     },
     // the container engine a pass declared (`run --containers`), by name: its judges ask
-    // that engine about the pass's label
+    // that engine about the pass's label; and the verdict a freed pass was freed on, naming
+    // the evidence asked
     Step {
         version: 8,
         min_reader: 4,
         sqlite: "ALTER TABLE leases ADD COLUMN containers TEXT; \
-                 ALTER TABLE waiters ADD COLUMN containers TEXT;",
+                 ALTER TABLE waiters ADD COLUMN containers TEXT; \
+                 ALTER TABLE history ADD COLUMN freed_evidence TEXT;",
         postgres: "ALTER TABLE leases ADD COLUMN IF NOT EXISTS containers TEXT; \
-                   ALTER TABLE waiters ADD COLUMN IF NOT EXISTS containers TEXT;",
+                   ALTER TABLE waiters ADD COLUMN IF NOT EXISTS containers TEXT; \
+                   ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_evidence TEXT;",
     },
 ];
 

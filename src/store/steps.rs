@@ -132,7 +132,8 @@ pub fn evict_in(
     if n == 0 {
         return Ok(false);
     }
-    let pass = PassRecord::abandoned_holder(&row, ev.reason, by, clock.now_ms);
+    let evidence = ev.evidence.as_deref();
+    let pass = PassRecord::abandoned_holder(&row, ev.reason, evidence, by, clock.now_ms);
     insert_pass(c, &pass, None, pass.ended_at_ms)?;
     Ok(true)
 }
@@ -165,9 +166,13 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i
     } else {
         ended.saturating_sub(p.duration_ms.max(0))
     };
-    let (reason, by) = match &p.freed {
-        Some(f) => (Some(f.reason.as_str()), Some(f.by.as_str())),
-        None => (None, None),
+    let (reason, by, evidence) = match &p.freed {
+        Some(f) => (
+            Some(f.reason.as_str()),
+            Some(f.by.as_str()),
+            f.evidence.as_deref(),
+        ),
+        None => (None, None, None),
     };
     let values: Vec<Value> = vec![
         p.job.as_str().into(),
@@ -185,6 +190,7 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i
         p.waited_ms.into(),
         reason.into(),
         by.into(),
+        evidence.into(),
     ];
     let updated = c.exec(
         "UPDATE history SET token = $3, slot = $4, host = $5, pid = $6, started_ms = $7, \

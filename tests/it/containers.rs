@@ -14,7 +14,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use jobrun::model::{Liveness, SlotStatus, State, StatusReport};
+use jobrun::model::{Liveness, Outcome, SlotStatus, State, StatusReport};
 
 use crate::support::{
     alive, both_stores, kill, script, store_exec, wait_until, Jobrun, Kind, Podman, TestEnv, WEB2,
@@ -187,13 +187,30 @@ fn a_container_outliving_its_wrapper_keeps_the_slot(env: &TestEnv) {
         Kind::Sqlite => assert!(freed.contains("), no container with its label"), "{freed}"),
         Kind::Postgres => assert!(
             freed.contains(
-                "unknown: podman shows this user none, but nothing here says which \
-                            user ran the pass; no process ("
+                "unknown: podman shows this user none, but nothing here says which user ran \
+                 the pass; no process ("
             ),
             "{freed}"
         ),
     }
     assert!(env.path("next.ran").exists());
+    // History names the evidence the pass was freed on.
+    let history = env.history("j");
+    let first = history
+        .iter()
+        .find(|r| r.pass_id == p.pass_id)
+        .unwrap_or_else(|| panic!("the freed pass is not in history: {history:?}"));
+    assert_eq!(first.outcome, Outcome::Abandoned, "{first:?}");
+    let evidence = first.freed.as_ref().and_then(|f| f.evidence.clone());
+    let evidence = evidence.unwrap_or_default();
+    let named = match env.kind {
+        Kind::Sqlite => {
+            evidence.starts_with("dead: no process (")
+                && evidence.ends_with("), no container with its label")
+        }
+        Kind::Postgres => evidence.starts_with("unknown: podman shows this user none"),
+    };
+    assert!(named, "{first:?}");
 }
 
 /// The engine cannot answer: not installed in the judge's PATH, or hung

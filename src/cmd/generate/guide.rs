@@ -77,7 +77,7 @@ pub fn json_output(r: &mut Roff) {
    "token": 1764410400000001, "slot": 0, "host": "web1", "pid": 4242,
    "started_at_ms": 1764410400000, "ended_at_ms": 1764410403100,
    "duration_ms": 3100, "waited_ms": 0, "exit_code": 0, "signal": null,
-   "outcome": "ok"}],
+   "outcome": "ok", "freed": null}],
  "summary": [{"job": "feeds.poll", "count": 288, "mean_ms": 3000,
    "p50_ms": 2900, "p95_ms": 4100, "max_ms": 9000,
    "outcomes": {"ok": 287, "skipped": 1}}]}"#,
@@ -90,8 +90,11 @@ pub fn json_output(r: &mut Roff) {
              are null for a pass that took no slot; `exit_code` is null when the command \
              died of `signal`; the command started `waited_ms` after `started_at_ms` (null \
              for passes recorded before jobrun kept it) and ran `duration_ms`; `outcome` is \
-             {} (OUTCOMES above). The summary counts durations of the passes that ran a \
-             command.",
+             {} (OUTCOMES above). An abandoned pass has `freed`: `reason` (dead, \
+             lapsed-unknown, forfeited or forced), `by` (who freed it) and `evidence` (the \
+             verdict it was freed on, naming the evidence asked: its processes and, for a \
+             `run --containers` pass, its containers; null for a ghost waiter). The summary \
+             counts durations of the passes that ran a command.",
             either(&outcomes)
         ),
     );

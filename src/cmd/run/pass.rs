@@ -95,7 +95,7 @@ impl Ctx {
                         "{job}: freed slot {slot} (token {token}) of holder {holder}: {why}"
                     );
                     plan.push(Planned {
-                        eviction,
+                        eviction: eviction.with_evidence(v.to_string()),
                         note,
                         pass_id: l.pass_id.clone(),
                     });
