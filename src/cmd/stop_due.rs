@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cli::StopArgs;
-use crate::cmd::{evidence, holder_name};
+use crate::cmd::{all_known, evidence, holder_name};
 use crate::evidence::{Evidence, Sight, Verified};
 use crate::exit;
 use crate::policy::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
@@ -91,6 +91,9 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         dry_run,
     } = StopSettings::resolve(&a)?;
     let mut store = spec.open_existing()?;
+    if !all_known(store.as_mut(), &names, &spec, "")? {
+        return Ok(exit::INCOMPLETE);
+    }
     let evidence = evidence(&spec);
     let mut signalled: Vec<(LeaseRow, Target)> = Vec::new();
     let mut failed = 0;
@@ -124,7 +127,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         println!("would signal {} in-flight job process(es)", signalled.len());
         return Ok(exit::OK);
     }
-    println!("signaled {} in-flight job process(es)", signalled.len());
+    println!("signalled {} in-flight job process(es)", signalled.len());
     if failed > 0 {
         println!("could not signal {failed} in-flight job process(es)");
     }

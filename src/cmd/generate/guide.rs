@@ -54,7 +54,8 @@ pub fn json_output(r: &mut Roff) {
                  "verdict": {"liveness": "alive", "reason": "..."},
                  "waited_ms": 5000, "command": ["./poll"]}]},
   "last": null | {"outcome": "ok", "duration_ms": 3100,
-                  "ended_ago_ms": 60000}}]}"#,
+                  "ended_ago_ms": 60000},
+  "last_attempt": null | {"outcome": "skipped", "ended_ago_ms": 120000}}]}"#,
     );
     let states: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
     para(
@@ -63,7 +64,8 @@ pub fn json_output(r: &mut Roff) {
             "`store` names the store read (a URL without its password); `state` is {}; \
              `liveness` is alive, dead or unknown; `paused` is the first of `pauses`, every \
              pause standing on the job (`owner` null for a pause without `--as`; `all` for \
-             `pause --all`).",
+             `pause --all`). `last` is the last pass that took a slot; `last_attempt` the \
+             last pass of any kind (a skip shows that the scheduler fired).",
             either(&states)
         ),
     );
@@ -75,7 +77,7 @@ pub fn json_output(r: &mut Roff) {
    "token": 1764410400000001, "slot": 0, "host": "web1", "pid": 4242,
    "started_at_ms": 1764410400000, "ended_at_ms": 1764410403100,
    "duration_ms": 3100, "waited_ms": 0, "exit_code": 0, "signal": null,
-   "outcome": "ok"}],
+   "outcome": "ok", "freed": null}],
  "summary": [{"job": "feeds.poll", "count": 288, "mean_ms": 3000,
    "p50_ms": 2900, "p95_ms": 4100, "max_ms": 9000,
    "outcomes": {"ok": 287, "skipped": 1}}]}"#,
@@ -88,8 +90,11 @@ pub fn json_output(r: &mut Roff) {
              are null for a pass that took no slot; `exit_code` is null when the command \
              died of `signal`; the command started `waited_ms` after `started_at_ms` (null \
              for passes recorded before jobrun kept it) and ran `duration_ms`; `outcome` is \
-             {} (OUTCOMES above). The summary counts durations of the passes that ran a \
-             command.",
+             {} (OUTCOMES above); `freed` is null unless someone other than the pass freed \
+             its slot or removed its queue row: then it says why (`reason`: dead, \
+             lapsed-unknown, forfeited or forced) and who (`by`). The summary counts \
+             durations of the passes that ran a command, over the passes that match \
+             `--since` and `--outcome` (never only the `--limit` shown).",
             either(&outcomes)
         ),
     );

@@ -64,7 +64,8 @@ impl Ctx {
     /// Take a slot, evicting what `plan` names.
     pub(super) fn acquire(&mut self, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
-        let attempt = self.store.get()?.acquire(&self.req, &evict)?;
+        let req = &self.req;
+        let attempt = self.store.while_busy(|s| s.acquire(req, &evict))?;
         report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
     }
@@ -183,10 +184,8 @@ impl Ctx {
 
     pub(super) fn record_not_run(&mut self, outcome: Outcome) -> Result<()> {
         let pass = self.pass_record(None, outcome, None, None);
-        Ok(self
-            .store
-            .get()?
-            .record_pass(&pass, self.settings.keep_history)?)
+        let keep = self.settings.keep_history;
+        Ok(self.store.while_busy(|s| s.record_pass(&pass, keep))?)
     }
 
     fn pass_record(
@@ -357,8 +356,13 @@ impl Holding {
         if let (true, Some(lease)) = (fleet, lent) {
             ctx.store = lease.into_store();
         }
-        if let Some(e) = child.exec_failure(&ctx.settings.argv_text[0]) {
-            say!("{}: {}", ctx.label(), e.message);
+        if let Some(e) = child.exec_failure(&escape(&ctx.settings.argv_text[0])) {
+            let hint = if e.code == exit::NOT_FOUND && shell_text(&ctx.settings.argv_text[0]) {
+                "; jobrun runs the command without a shell: use -- sh -c '...'"
+            } else {
+                ""
+            };
+            say!("{}: {}{hint}", ctx.label(), e.message);
             ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
             return Ok(e.code);
         }
@@ -373,4 +377,12 @@ impl Holding {
         ctx.finish(&key, outcome, ended.code, ended.signal);
         Ok(ended.exit_code())
     }
+}
+
+/// Whether a command name that was not found reads like a shell command
+/// line (`-- "echo hi; date"`): spaces or shell syntax in it.
+fn shell_text(argv0: &str) -> bool {
+    argv0
+        .chars()
+        .any(|c| c.is_whitespace() || ";|&$<>()`'\"*?~{}".contains(c))
 }
