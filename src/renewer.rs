@@ -6,12 +6,15 @@
 //! `Renewable` reconnects); the lease counts as lost only once a whole window
 //! has passed unrenewed, or at once when the row is no longer ours. Past the
 //! max hold it stops renewing and lets the lease lapse. Whatever ends it is
-//! logged once and reported to its owner exactly once.
+//! logged once and reported to its owner exactly once. Its lines go to the
+//! `Log` its owner gives it: a pass's stderr, or a list a test reads back.
 //!
 //! Time reaches the rules through a `Ticker`: a pass's renewer waits on its
 //! owner's stop channel; the tests drive a clock of their own.
 
+use std::fmt;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -52,6 +55,37 @@ pub struct RenewerConfig {
     pub max_hold: Duration,
     /// When the lease was taken; max hold counts from here.
     pub taken: Instant,
+    /// Where the renewer's lines go.
+    pub log: Log,
+}
+
+/// Where the renewer says what happened to the lease: a pass's stderr
+/// (`Log::stderr`), or whatever a test keeps to read back.
+#[derive(Clone)]
+pub struct Log(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Log {
+    /// Each line on stderr as jobrun's own (`jobrun: ...`).
+    pub fn stderr() -> Log {
+        Log(Arc::new(|line| say!("{line}")))
+    }
+
+    fn line(&self, line: fmt::Arguments) {
+        (self.0)(&line.to_string());
+    }
+}
+
+/// One line to the renewer's log: `log!(cfg, "format", args...)`.
+macro_rules! log {
+    ($cfg:expr, $($arg:tt)*) => {
+        $cfg.log.line(format_args!($($arg)*))
+    };
+}
+
+impl fmt::Debug for Log {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("Log")
+    }
 }
 
 /// A running renewer of `R`; stopping it hands `R` back.
@@ -129,7 +163,8 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
         }
         let now = ticker.now();
         if now.saturating_duration_since(cfg.taken) >= cfg.max_hold {
-            say!(
+            log!(
+                cfg,
                 "{}: max hold {} reached; renewals stop and the lease will lapse",
                 cfg.label,
                 humantime::format_duration(cfg.max_hold)
@@ -139,26 +174,29 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
         match target.renew() {
             Ok(Renewal::Renewed) => last_renewed = ticker.now(),
             Ok(Renewal::NotOurs) => {
-                say!(
+                log!(
+                    cfg,
                     "{}: lease lost: the lock is no longer ours (cleared or taken over)",
                     cfg.label
                 );
                 return RenewerExit::LeaseLost;
             }
             Ok(Renewal::StoreLost(why)) => {
-                say!("{}: lease lost: {why}", cfg.label);
+                log!(cfg, "{}: lease lost: {why}", cfg.label);
                 return RenewerExit::LeaseLost;
             }
             Err(e) => {
                 if ticker.now().saturating_duration_since(last_renewed) >= cfg.lease {
-                    say!(
+                    log!(
+                        cfg,
                         "{}: lease lost: not renewed for a whole window ({}); last error: {e:#}",
                         cfg.label,
                         humantime::format_duration(cfg.lease)
                     );
                     return RenewerExit::LeaseLost;
                 }
-                say!(
+                log!(
+                    cfg,
                     "{}: renewal failed, retrying next tick on a fresh connection: {e:#}",
                     cfg.label
                 );
@@ -232,58 +270,111 @@ mod tests {
     const TICK: Duration = Duration::from_millis(20);
     const LEASE: Duration = Duration::from_millis(150);
 
-    /// Run the renewer's loop on a manual clock for at most `ticks` ticks:
-    /// how it ended and how many renewals it tried.
-    fn run(fake: &FakeLease, max_hold: Duration, ticks: u32) -> (RenewerExit, u32) {
+    /// A log a test reads back: every line the renewer said, in order.
+    fn kept() -> (Log, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(vec![]));
+        let sink = Arc::clone(&lines);
+        let log = Log(Arc::new(move |l: &str| {
+            sink.lock().unwrap().push(l.to_string())
+        }));
+        (log, lines)
+    }
+
+    /// What one run of the renewer's loop came to: how it ended, how many
+    /// renewals it tried, and what it said.
+    #[derive(Debug)]
+    struct Ran {
+        exit: RenewerExit,
+        calls: u32,
+        said: Vec<String>,
+    }
+
+    impl Ran {
+        /// It ended as `exit` after `calls` renewals.
+        fn ended(&self, exit: RenewerExit, calls: u32) -> &Self {
+            assert_eq!((self.exit, self.calls), (exit, calls), "{self:#?}");
+            self
+        }
+
+        /// It said exactly `lines`.
+        fn said(&self, lines: &[&str]) {
+            assert_eq!(self.said, lines, "{self:#?}");
+        }
+    }
+
+    /// Run the renewer's loop on a manual clock for at most `ticks` ticks.
+    fn run(fake: &FakeLease, max_hold: Duration, ticks: u32) -> Ran {
         let start = Instant::now();
+        let (log, said) = kept();
         let cfg = RenewerConfig {
-            label: "test".into(),
+            label: "feeds.poll slot 0 (token 12)".into(),
             interval: TICK,
             lease: LEASE,
             max_hold,
             taken: start,
+            log,
         };
         let mut ticker = Manual { now: start, ticks };
         let exit = renew_until_done(&mut fake.clone(), &cfg, &mut ticker);
-        (exit, fake.calls())
+        let said = said.lock().unwrap().clone();
+        Ran {
+            exit,
+            calls: fake.calls(),
+            said,
+        }
     }
 
     const LONG: Duration = Duration::from_secs(60);
+    const RETRY: &str = "feeds.poll slot 0 (token 12): renewal failed, retrying next tick on a \
+                         fresh connection: database is locked";
 
     #[test]
     fn renews_every_tick_until_its_owner_stops_it() {
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
-        assert_eq!(run(&fake, LONG, 10), (RenewerExit::Stopped, 10));
+        run(&fake, LONG, 10)
+            .ended(RenewerExit::Stopped, 10)
+            .said(&[]);
     }
 
     #[test]
     fn a_row_no_longer_ours_is_lost_at_once() {
         let fake = FakeLease::answering(Some(Renewal::NotOurs), vec![Some(Renewal::Renewed)]);
-        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 2));
+        run(&fake, LONG, 100)
+            .ended(RenewerExit::LeaseLost, 2)
+            .said(&[
+                "feeds.poll slot 0 (token 12): lease lost: the lock is no longer ours \
+                     (cleared or taken over)",
+            ]);
     }
 
     #[test]
     fn a_lost_store_loses_the_lease_at_once() {
         let gone = Renewal::StoreLost("the store file was deleted".into());
         let fake = FakeLease::answering(Some(gone), vec![]);
-        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 1));
+        run(&fake, LONG, 100)
+            .ended(RenewerExit::LeaseLost, 1)
+            .said(&["feeds.poll slot 0 (token 12): lease lost: the store file was deleted"]);
     }
 
     #[test]
     fn max_hold_stops_renewing() {
         // Ticks at 20, 40, 60 and 80 ms renew; the one at 100 ms stops.
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
-        assert_eq!(
-            run(&fake, Duration::from_millis(100), 100),
-            (RenewerExit::MaxHold, 4)
-        );
+        run(&fake, Duration::from_millis(100), 100)
+            .ended(RenewerExit::MaxHold, 4)
+            .said(&[
+                "feeds.poll slot 0 (token 12): max hold 100ms reached; renewals stop \
+                     and the lease will lapse",
+            ]);
     }
 
     #[test]
     fn one_failed_renewal_is_retried_and_the_lease_kept() {
         // Thirty ticks (600 ms, four windows) with one failure among them.
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![None]);
-        assert_eq!(run(&fake, LONG, 30), (RenewerExit::Stopped, 30));
+        run(&fake, LONG, 30)
+            .ended(RenewerExit::Stopped, 30)
+            .said(&[RETRY]);
     }
 
     #[test]
@@ -294,28 +385,43 @@ mod tests {
         let mut first = vec![Some(Renewal::Renewed); 10];
         first.extend(vec![None; 6]);
         let fake = FakeLease::answering(Some(Renewal::Renewed), first.clone());
-        assert_eq!(run(&fake, LONG, 20), (RenewerExit::Stopped, 20));
+        run(&fake, LONG, 20)
+            .ended(RenewerExit::Stopped, 20)
+            .said(&[RETRY; 6]);
         let fake = FakeLease::answering(None, first);
-        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 18));
+        let ran = run(&fake, LONG, 100);
+        ran.ended(RenewerExit::LeaseLost, 18);
+        assert_eq!(ran.said[..7], [RETRY; 7], "{ran:#?}");
+        assert_eq!(ran.said.len(), 8, "{ran:#?}");
     }
 
     #[test]
     fn failures_for_a_whole_window_lose_the_lease() {
-        // Lost at the first tick at or past 150 ms: the eighth (160 ms).
+        // Lost at the first tick at or past 150 ms: the eighth (160 ms),
+        // after seven retries; the loss names the window and the error.
         let fake = FakeLease::answering(None, vec![]);
-        assert_eq!(run(&fake, LONG, 100), (RenewerExit::LeaseLost, 8));
+        let ran = run(&fake, LONG, 100);
+        ran.ended(RenewerExit::LeaseLost, 8);
+        let mut said = vec![RETRY; 7];
+        said.push(
+            "feeds.poll slot 0 (token 12): lease lost: not renewed for a whole window \
+             (150ms); last error: database is locked",
+        );
+        ran.said(&said);
     }
 
     /// The thread: a loss is reported to its owner once; the owner's stop
     /// is not reported at all.
     #[test]
     fn the_thread_reports_a_loss_once_and_an_owners_stop_never() {
+        let (log, said) = kept();
         let cfg = |interval| RenewerConfig {
             label: "test".into(),
             interval,
             lease: LEASE,
             max_hold: LONG,
             taken: Instant::now(),
+            log: log.clone(),
         };
         let (sink, seen) = mpsc::channel();
         let fake = FakeLease::answering(Some(Renewal::NotOurs), vec![]);
@@ -327,6 +433,10 @@ mod tests {
         assert_eq!(reported, Ok(RenewerExit::LeaseLost));
         assert_eq!(r.stop().0, RenewerExit::LeaseLost);
         assert!(seen.try_recv().is_err(), "reported once");
+        assert_eq!(
+            *said.lock().unwrap(),
+            ["test: lease lost: the lock is no longer ours (cleared or taken over)"]
+        );
 
         let (sink, seen) = mpsc::channel();
         let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
@@ -336,5 +446,6 @@ mod tests {
         assert!(back.is_some(), "the lease comes back to its owner");
         assert_eq!(fake.calls(), 0, "stopped before its first tick");
         assert!(seen.try_recv().is_err(), "an owner's stop is not reported");
+        assert_eq!(said.lock().unwrap().len(), 1, "a stop says nothing");
     }
 }

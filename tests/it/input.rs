@@ -114,10 +114,16 @@ fn missing_store_is_refused_by_readers(env: &TestEnv) {
         assert!(!env.path("typo").exists(), "a reader created the directory");
     }
     // Nothing was created: a reader still finds no store.
-    with_db(&["status"]).code(125).run();
+    with_db(&["status"])
+        .code(125)
+        .stderr_contains("no store at")
+        .run();
     // run and pause create it.
-    with_db(&["pause", "j"]).code(0).run();
-    with_db(&["status"]).code(0).run();
+    with_db(&["pause", "j"])
+        .stderr_lines(1)
+        .stderr_contains("j: paused")
+        .run();
+    with_db(&["status"]).stdout_contains("paused").run();
 }
 
 /// A file at the store path that is not an empty new file is never
@@ -145,7 +151,8 @@ fn a_short_or_foreign_file_is_never_made_a_store() {
             Jobrun::new(&env)
                 .args(args)
                 .env("JOBRUN_DB", &p)
-                .code(125)
+                .refused()
+                .stderr_contains("is corrupt or not a jobrun store")
                 .run();
             assert_eq!(fs::read(&p).unwrap(), content, "{content:?} was rewritten");
         }
@@ -222,9 +229,19 @@ fn a_store_the_caller_may_not_open_says_permission_denied() {
     );
 }
 
+/// Refused with one line naming the bad name and why.
+fn refuses_name(env: &TestEnv, args: &[&str], why: &str) {
+    Jobrun::new(env)
+        .args(args)
+        .refused()
+        .stderr_contains("invalid job name")
+        .stderr_contains(why)
+        .run();
+}
+
 fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
     exits(env, 0, &["run", "seed", "--", "true"]);
-    exits(env, 125, &["pause", "good", " bad"]);
+    refuses_name(env, &["pause", "good", " bad"], "whitespace");
     let pauses = env
         .status()
         .jobs
@@ -232,8 +249,11 @@ fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
         .filter(|j| j.paused.is_some())
         .count();
     assert_eq!(pauses, 0, "pause changed something before refusing");
-    exits(env, 0, &["pause", "good"]);
-    exits(env, 125, &["resume", "good", "bad\n"]);
+    Jobrun::new(env)
+        .args(["pause", "good"])
+        .stderr_contains("good: paused")
+        .run();
+    refuses_name(env, &["resume", "good", "bad\n"], "control character");
     assert!(
         env.find_job("good").is_some_and(|j| j.paused.is_some()),
         "resume lifted a pause before refusing"
@@ -243,7 +263,7 @@ fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
         &["stop-due", "good", " bad"],
         &["status", "good", " bad"],
     ] {
-        exits(env, 125, args);
+        refuses_name(env, args, "whitespace");
     }
 }
 
@@ -345,6 +365,8 @@ fn a_command_without_the_separator_gets_a_hint() {
         .run();
     Jobrun::new(&env)
         .args(["run", "--wait", "5s", "foo", "echo", "a b"])
+        .code(125)
+        .stderr_lines(1)
         .stderr_contains("jobrun run --wait 5s foo -- echo 'a b'")
         .run();
 }

@@ -49,6 +49,8 @@ fn status_and_history_name_the_store(env: &TestEnv) {
         .args(["status", "known", "nosuch.job"])
         .code(1)
         .stdout_contains("known")
+        .stderr_lines(1)
+        .stderr_contains("nosuch.job: store ")
         .run();
     if env.kind == Kind::Postgres {
         // A password in the URL never shows (the test server trusts anyone).
@@ -94,7 +96,12 @@ fn jobs_of(passes: &[PassRecord]) -> Vec<String> {
 fn history_is_ordered_by_start_and_filtered(env: &TestEnv) {
     // "long" starts first and ends last; "short" starts and ends meanwhile.
     let long = start_pass(env, "long", "long", "60s", &[]);
-    std::thread::sleep(Duration::from_millis(20));
+    // The store's clock has moved on since long started: short starts
+    // later, to the millisecond.
+    assert!(wait_until(Duration::from_secs(10), || env
+        .slot("long")
+        .held_ms
+        >= 2));
     let out = env.run(&["run", "short", "--", "sh", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3));
     fs::write(env.path("long.stop"), "").unwrap();

@@ -16,11 +16,22 @@ fn renewed_ago(env: &TestEnv, job: &str) -> Option<i64> {
     env.find_slot(job).map(|s| s.renewed_ago_ms)
 }
 
+/// Whether the job's lease was renewed after `since`, however long the
+/// status read takes: a renewal before `since` is older, when status reads
+/// it, than the time elapsed since `since` when the read began.
+fn renewed_since(env: &TestEnv, job: &str, since: Instant) -> bool {
+    let before = since.elapsed().as_millis() as i64;
+    // A few ms for the two clocks' rounding.
+    renewed_ago(env, job).is_some_and(|ago| ago + 5 < before)
+}
+
 const OTHER_HOST: [(&str, &str); 2] = [("JOBRUN_HOST", "host-b"), ("JOBRUN_BOOT_ID", "boot-b")];
 
 #[test]
 fn terminated_backend_is_reconnected_and_the_lease_kept() {
-    let env = TestEnv::postgres();
+    let Some(env) = TestEnv::postgres() else {
+        return;
+    };
     let child = held_child(&env, "child", "");
     let done = env.path("child.done");
     let pid = env.start("pass", &["run", "j", "--lease", "3s", "--", &child]);
@@ -28,7 +39,7 @@ fn terminated_backend_is_reconnected_and_the_lease_kept() {
     let token = token_of(&env, "j").expect("held");
     // Wait for the first renewal, so the renewer has its own connection.
     assert!(
-        wait_until(Duration::from_secs(5), || env
+        wait_until(Duration::from_secs(10), || env
             .find_slot("j")
             .is_some_and(|s| s.held_ms - s.renewed_ago_ms > 0)),
         "never renewed"
@@ -48,22 +59,22 @@ fn terminated_backend_is_reconnected_and_the_lease_kept() {
     assert!(killed >= 1, "no jobrun backend to terminate");
     // The next tick fails and says why; the one after reconnects.
     assert!(
-        wait_until(Duration::from_secs(5), || env
+        wait_until(Duration::from_secs(10), || env
             .stderr_of("pass")
             .contains("renewal failed")),
         "no renewal failure logged: {}",
         env.stderr_of("pass")
     );
+    let failed = Instant::now();
     let err = env.stderr_of("pass");
     assert!(
         err.contains("terminat") || err.contains("closed"),
         "error not shown: {err}"
     );
     assert!(
-        wait_until(Duration::from_secs(5), || renewed_ago(&env, "j")
-            .is_some_and(|ms| ms < 900)
-            && env.stderr_of("pass").matches("renewal failed").count() >= 1),
-        "no renewal after the reconnect"
+        wait_until(Duration::from_secs(10), || renewed_since(&env, "j", failed)),
+        "no renewal after the reconnect: {:?}",
+        env.find_slot("j")
     );
     assert_eq!(
         token_of(&env, "j"),
@@ -78,7 +89,9 @@ fn terminated_backend_is_reconnected_and_the_lease_kept() {
 
 #[test]
 fn a_short_outage_costs_renewals_not_the_lease() {
-    let server = OwnServer::start();
+    let Some(server) = OwnServer::start() else {
+        return;
+    };
     let env = TestEnv::postgres_on(&server.url);
     let child = held_child(&env, "child", "");
     let done = env.path("child.done");
@@ -94,14 +107,16 @@ fn a_short_outage_costs_renewals_not_the_lease() {
             .contains("renewal failed")),
         "no failed renewal while the server was down"
     );
+    // The outage itself: about 4 s, past one renewal tick.
     while down.elapsed() < Duration::from_secs(4) {
         std::thread::sleep(Duration::from_millis(50));
     }
     server.restart();
+    let back = Instant::now();
     assert!(
-        wait_until(Duration::from_secs(8), || renewed_ago(&env, "j")
-            .is_some_and(|ms| ms < 2500)),
-        "not renewed after the server came back"
+        wait_until(Duration::from_secs(10), || renewed_since(&env, "j", back)),
+        "not renewed after the server came back: {:?}",
+        env.find_slot("j")
     );
     assert_eq!(token_of(&env, "j"), Some(token));
     std::fs::write(&done, "").unwrap();
@@ -116,7 +131,9 @@ fn a_short_outage_costs_renewals_not_the_lease() {
 
 #[test]
 fn a_long_outage_loses_the_lease_once_and_another_host_takes_over() {
-    let server = OwnServer::start();
+    let Some(server) = OwnServer::start() else {
+        return;
+    };
     let env = TestEnv::postgres_on(&server.url);
     let child = held_child(&env, "child", "echo finished");
     let done = env.path("child.done");
@@ -178,7 +195,9 @@ fn start_as(env: &TestEnv, log: &str, host: &str, job: &str, lease: &str) -> u32
 
 #[test]
 fn a_killed_holder_on_one_host_is_taken_over_by_another_only_after_its_lease() {
-    let env = TestEnv::postgres();
+    let Some(env) = TestEnv::postgres() else {
+        return;
+    };
     let wrapper = start_as(&env, "a", "host-a", "j", "4s");
     assert!(env.wait_for_file("a.ready", Duration::from_secs(10)));
     let child = env.pid_in("a.pid");
@@ -189,6 +208,7 @@ fn a_killed_holder_on_one_host_is_taken_over_by_another_only_after_its_lease() {
     // Host B retries until it gets the job.
     let mut took = None;
     while killed.elapsed() < Duration::from_secs(15) {
+        let tried = killed.elapsed();
         let out = env
             .cmd(&["run", "j", "--lease", "4s", "--", "true"])
             .env("JOBRUN_HOST", "host-b")
@@ -197,27 +217,31 @@ fn a_killed_holder_on_one_host_is_taken_over_by_another_only_after_its_lease() {
             .unwrap();
         assert_eq!(out.status.code(), Some(0));
         if env.history("j")[0].outcome == Outcome::Ok {
-            took = Some(killed.elapsed());
+            took = Some((tried, killed.elapsed()));
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let took = took.expect("host b never took over");
+    // The attempt that took over began at `tried` and ended at `took`.
+    let (tried, took) = took.expect("host b never took over");
     let lease_left = Duration::from_millis((4000 - last_renewal_ago).max(0) as u64);
-    eprintln!("takeover after {took:?} (lease had {lease_left:?} left)");
+    eprintln!("takeover after {tried:?}..{took:?} (lease had {lease_left:?} left)");
     assert!(
         took + Duration::from_millis(150) >= lease_left,
         "taken over before the lease lapsed: {took:?}"
     );
+    // The attempt before it, on a loaded machine, can take a second or two.
     assert!(
-        took <= lease_left + Duration::from_secs(3),
-        "takeover too late: {took:?}"
+        tried <= lease_left + Duration::from_secs(3),
+        "takeover too late: began {tried:?}"
     );
 }
 
 #[test]
 fn two_hosts_never_hold_one_job_at_once() {
-    let env = TestEnv::postgres();
+    let Some(env) = TestEnv::postgres() else {
+        return;
+    };
     let log = env.path("overlap.log");
     let child = script(
         &env,
@@ -261,7 +285,9 @@ fn two_hosts_never_hold_one_job_at_once() {
 
 #[test]
 fn a_host_with_a_fast_clock_cannot_steal_a_live_lease() {
-    let env = TestEnv::postgres();
+    let Some(env) = TestEnv::postgres() else {
+        return;
+    };
     let wrapper = start_as(&env, "a", "host-a", "j", "3s");
     assert!(env.wait_for_file("a.ready", Duration::from_secs(10)));
     let token = token_of(&env, "j").unwrap();
@@ -289,7 +315,9 @@ fn a_host_with_a_fast_clock_cannot_steal_a_live_lease() {
 
 #[test]
 fn a_role_with_table_privileges_only_can_run_passes() {
-    let env = TestEnv::postgres();
+    let Some(env) = TestEnv::postgres() else {
+        return;
+    };
     // The owner's first use creates the schema.
     assert_eq!(env.run(&["run", "j", "--", "true"]).status.code(), Some(0));
     let role = format!("jobrun_dml_{}", std::process::id());
@@ -335,7 +363,9 @@ fn a_role_with_table_privileges_only_can_run_passes() {
 
 #[test]
 fn a_waiter_keeps_its_place_through_a_server_restart() {
-    let server = OwnServer::start();
+    let Some(server) = OwnServer::start() else {
+        return;
+    };
     let env = TestEnv::postgres_on(&server.url);
     let holder = held_child(&env, "holder", "");
     let h = env.start("holder", &["run", "--lease", "9s", "j", "--", &holder]);

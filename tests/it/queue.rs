@@ -357,8 +357,10 @@ date +%s%3N > a.end"#,
     };
     let stall = ms("c.start") - ms("a.end");
     eprintln!("stall behind a SIGKILLed head waiter: {stall} ms");
+    // A ghost that held the queue would stall it for its lease (5 min);
+    // a loaded machine's hand-off takes a second or so.
     assert!(
-        (0..1500).contains(&stall),
+        (0..3000).contains(&stall),
         "next waiter started {stall} ms after the release"
     );
     let err = env.stderr_of("c");

@@ -29,7 +29,7 @@ fn human_status_fits_100_columns(env: &TestEnv) {
     Jobrun::new(env)
         .args(["pause", "short", "--reason"])
         .arg("r".repeat(300))
-        .code(0)
+        .stderr_contains("short: paused")
         .run();
     let out = Jobrun::new(env).args(["status"]).code(0).run().output;
     let text = String::from_utf8(out.stdout).unwrap();

@@ -15,7 +15,7 @@ use crate::policy::coalesce::{self, Invocation};
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Ending, Outcome, PassRecord};
 use crate::policy::Liveness;
-use crate::renewer::{Renewer, RenewerConfig, RenewerExit};
+use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
 use crate::store::{Acquire, Held, StoreHandle, StoreLease};
@@ -254,6 +254,7 @@ impl Ctx {
             lease: self.settings.lease,
             max_hold,
             taken,
+            log: Log::stderr(),
         };
         Renewer::spawn(lease, cfg, move |exit| {
             let _ = events.send(match exit {

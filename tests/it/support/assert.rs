@@ -4,6 +4,12 @@
 //! expectation, and on a miss panics with the whole picture (the command,
 //! every miss, both streams) instead of one field of it. It returns what
 //! the command did, for the checks a test makes of its own.
+//!
+//! Unless a test says otherwise, the command must exit 0 and say nothing on
+//! stderr: a line nobody expected (a warning, a retry, a panic) fails the
+//! test that caused it. A test that expects more says what: `.code(n)`,
+//! `.stderr_contains(..)`, `.refused()`. `.any_code(why)` and
+//! `.any_stderr(why)` waive a check, and name why in the test.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -21,8 +27,23 @@ pub struct Jobrun<'a> {
     env: &'a TestEnv,
     args: Vec<OsString>,
     vars: Vec<(OsString, OsString)>,
+    /// The exit code it must have; `None` once waived.
     code: Option<i32>,
+    /// Why the exit code was waived, for a failure message.
+    any_code: Option<&'static str>,
+    stderr: Stderr,
     checks: Vec<Check>,
+}
+
+/// What a test said about stderr as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stderr {
+    /// Nothing: it must be empty.
+    Silent,
+    /// What it holds (a check that needs a line there).
+    Described,
+    /// Anything: the check is waived, for this reason.
+    Any(&'static str),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +95,9 @@ impl<'a> Jobrun<'a> {
             env,
             args: vec![],
             vars: vec![],
-            code: None,
+            code: Some(0),
+            any_code: None,
+            stderr: Stderr::Silent,
             checks: vec![],
         }
     }
@@ -110,9 +133,29 @@ impl<'a> Jobrun<'a> {
         vars.into_iter().fold(self, |c, (k, v)| c.env(k, v))
     }
 
-    /// It must exit with `code` (not be ended by a signal).
+    /// It must exit with `code` (not be ended by a signal); 0 unless said.
     pub fn code(mut self, code: i32) -> Self {
         self.code = Some(code);
+        self
+    }
+
+    /// Any exit, or none (a signal): for a command whose ending is not
+    /// what the test is about. `why` says so where the test reads.
+    pub fn any_code(mut self, why: &'static str) -> Self {
+        assert!(
+            !why.is_empty(),
+            "any_code: say why the exit does not matter"
+        );
+        self.code = None;
+        self.any_code = Some(why);
+        self
+    }
+
+    /// Stderr may hold anything: for lines that come or not by timing the
+    /// test does not control. `why` says so where the test reads.
+    pub fn any_stderr(mut self, why: &'static str) -> Self {
+        assert!(!why.is_empty(), "any_stderr: say why stderr is not checked");
+        self.stderr = Stderr::Any(why);
         self
     }
 
@@ -149,6 +192,7 @@ impl<'a> Jobrun<'a> {
         self.check(Check::Empty(Stream::Stdout))
     }
 
+    /// Nothing on stderr: the default, for a test whose point it is.
     pub fn stderr_empty(self) -> Self {
         self.check(Check::Empty(Stream::Stderr))
     }
@@ -159,6 +203,15 @@ impl<'a> Jobrun<'a> {
     }
 
     fn check(mut self, c: Check) -> Self {
+        // A check that needs a line on stderr says what stderr holds.
+        let needs_a_line = match &c {
+            Check::StartsWith(Stream::Stderr, _) | Check::Contains(Stream::Stderr, _) => true,
+            Check::Lines(Stream::Stderr, n) => *n > 0,
+            _ => false,
+        };
+        if needs_a_line && self.stderr == Stderr::Silent {
+            self.stderr = Stderr::Described;
+        }
         self.checks.push(c);
         self
     }
@@ -184,6 +237,12 @@ impl<'a> Jobrun<'a> {
                 ran.code, self.code
             );
         }
+        if self.stderr == Stderr::Silent && !ran.stderr.is_empty() {
+            let _ = writeln!(
+                misses,
+                "  stderr is not empty (say what it holds, e.g. .stderr_contains(..))"
+            );
+        }
         for c in &self.checks {
             let met = match c {
                 Check::StartsWith(s, t) => ran.stream(*s).starts_with(t.as_str()),
@@ -197,6 +256,12 @@ impl<'a> Jobrun<'a> {
             }
         }
         if !misses.is_empty() {
+            if let Some(why) = self.any_code {
+                let _ = writeln!(misses, "  (any exit code: {why})");
+            }
+            if let Stderr::Any(why) = self.stderr {
+                let _ = writeln!(misses, "  (any stderr: {why})");
+            }
             panic!(
                 "{}:\n{misses}--- stdout\n{}--- stderr\n{}",
                 self.shown(),
@@ -228,7 +293,7 @@ impl<'a> Jobrun<'a> {
     }
 }
 
-/// Run jobrun to its end: it must exit `code`.
+/// Run jobrun to its end: it must exit `code` and say nothing on stderr.
 pub fn exits(env: &TestEnv, code: i32, args: &[&str]) -> Ran {
     Jobrun::new(env).args(args).code(code).run()
 }
@@ -243,4 +308,49 @@ fn a_missed_expectation_fails_the_test() {
         .code(3)
         .stdout_contains("jobrun")
         .run();
+}
+
+/// Unless told otherwise, a command must exit 0 ...
+#[test]
+#[should_panic(expected = "exit code Some(1), expected Some(0)")]
+fn a_command_must_exit_0_unless_told() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env).args(["run", "j", "--", "false"]).run();
+}
+
+/// ... and say nothing on stderr (here its command says something there).
+#[test]
+#[should_panic(expected = "stderr is not empty")]
+fn a_command_must_say_nothing_on_stderr_unless_told() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "sh", "-c", "echo surprise >&2"])
+        .run();
+}
+
+/// A test that says what to expect gets it; a waiver waives.
+#[test]
+fn what_a_test_says_replaces_the_defaults() {
+    let env = TestEnv::sqlite();
+    let noisy = ["run", "j", "--", "sh", "-c", "echo surprise >&2; exit 3"];
+    Jobrun::new(&env)
+        .args(noisy)
+        .code(3)
+        .stderr_contains("surprise")
+        .run();
+    Jobrun::new(&env).args(noisy).code(3).stderr_lines(1).run();
+    Jobrun::new(&env)
+        .args(noisy)
+        .any_code("the self-test of the waiver")
+        .any_stderr("the self-test of the waiver")
+        .run();
+    // Saying only what stderr lacks still expects it empty.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Jobrun::new(&env)
+            .args(noisy)
+            .code(3)
+            .stderr_lacks("jobrun:")
+            .run()
+    }));
+    assert!(ran.is_err(), "a surprise on stderr went unnoticed");
 }

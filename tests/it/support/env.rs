@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use jobrun::model::{HistoryReport, JobStatus, PassRecord, SlotStatus, StatusReport};
 
+use super::assert::Jobrun;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_jobrun");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,14 +43,36 @@ pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// The server the test script started (`scripts/test` exports it).
-pub fn pg_server() -> String {
-    std::env::var("JOBRUN_TEST_PG").unwrap_or_else(|_| {
-        panic!(
-            "JOBRUN_TEST_PG is not set: the PostgreSQL tests need the server that \
-             scripts/test starts; run scripts/test"
-        )
-    })
+/// The PostgreSQL server the test script started (`scripts/test` exports
+/// `JOBRUN_TEST_PG`). `None`, with the reason printed, when it is unset: a
+/// bare `cargo test` skips the PostgreSQL tests. Set, it must be a server
+/// the tests can reach, or they fail.
+pub fn pg_server() -> Option<String> {
+    match std::env::var("JOBRUN_TEST_PG") {
+        Ok(url) if url.trim().is_empty() => {
+            panic!("JOBRUN_TEST_PG is set but empty: unset it to skip the PostgreSQL tests")
+        }
+        Ok(url) => Some(url),
+        Err(std::env::VarError::NotPresent) => {
+            skip_postgres();
+            None
+        }
+        Err(e) => panic!("JOBRUN_TEST_PG: {e}"),
+    }
+}
+
+/// Say why a PostgreSQL test passes without running: in its own output
+/// (`cargo test -- --show-output`), and once per test binary where a bare
+/// `cargo test` shows it, past the harness's capture.
+fn skip_postgres() {
+    const WHY: &str = "JOBRUN_TEST_PG is unset: the PostgreSQL tests are skipped \
+                       (scripts/test starts a server and runs them)";
+    eprintln!("skipped: {WHY}");
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "note: {WHY}");
+    });
 }
 
 impl TestEnv {
@@ -64,11 +88,14 @@ impl TestEnv {
         }
     }
 
-    pub fn postgres() -> TestEnv {
-        TestEnv::postgres_on(&pg_server())
+    /// A fresh database on the server the test script started; `None`
+    /// (skip the test) when there is none, a bare `cargo test`.
+    pub fn postgres() -> Option<TestEnv> {
+        pg_server().map(|server| TestEnv::postgres_on(&server))
     }
 
-    /// A fresh database on the given server (`postgres://user@host:port`).
+    /// A fresh database on the given server (`postgres://user@host:port`),
+    /// which must answer.
     pub fn postgres_on(server: &str) -> TestEnv {
         let server = server.to_string();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -83,7 +110,13 @@ impl TestEnv {
                 .replace(|c: char| !c.is_ascii_alphanumeric(), "")
         );
         let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
-            .expect("connect to the test server");
+            .unwrap_or_else(|e| {
+                let why = std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                panic!("cannot reach the PostgreSQL test server at {server}: {why}")
+            });
         admin
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .expect("create test database");
@@ -93,6 +126,14 @@ impl TestEnv {
             kind: Kind::Postgres,
             pg: Some((server, name)),
             started: RefCell::new(vec![]),
+        }
+    }
+
+    /// The PostgreSQL server this env's database is on.
+    pub fn server(&self) -> &str {
+        match &self.pg {
+            Some((server, _)) => server,
+            None => panic!("a SQLite env has no server"),
         }
     }
 
@@ -179,15 +220,9 @@ impl TestEnv {
         wait_until(within, || p.exists())
     }
 
-    /// `status --json`, parsed.
+    /// `status --json`, parsed (it must succeed and say nothing on stderr).
     pub fn status(&self) -> StatusReport {
-        let out = self.run(&["status", "--json"]);
-        assert!(
-            out.status.success(),
-            "status failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("status --json is a status report")
+        Jobrun::new(self).args(["status", "--json"]).json()
     }
 
     /// The status entry of one job, `None` while the store does not know it.
@@ -223,11 +258,12 @@ impl TestEnv {
         self.find_job(name).map_or(0, |j| j.slots.len())
     }
 
-    /// `history --json` passes of a job, newest first.
+    /// `history --json` passes of a job the store knows, newest first.
     pub fn history(&self, name: &str) -> Vec<PassRecord> {
-        let out = self.run(&["history", name, "--json", "--limit", "10000"]);
-        let h: HistoryReport = serde_json::from_slice(&out.stdout).expect("history --json");
-        h.passes
+        Jobrun::new(self)
+            .args(["history", name, "--json", "--limit", "10000"])
+            .json::<HistoryReport>()
+            .passes
     }
 
     /// Read a pid a child wrote into a file.

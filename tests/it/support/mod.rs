@@ -12,7 +12,7 @@ pub mod store;
 pub mod user;
 
 pub use assert::{exits, Jobrun};
-pub use env::{alive, held_child, kill, pg_server, script, wait_until, Kind, TestEnv, BIN};
+pub use env::{alive, held_child, kill, script, wait_until, Kind, TestEnv, BIN};
 pub use pass::{kill_pass, start_pass, WEB2};
 pub use pg::OwnServer;
 pub use store::{dump_store, store_exec};
@@ -24,14 +24,20 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// Generate a test per store from one body: `both_stores!(fn_name, ...)`
-/// where each `fn_name(env: &TestEnv)` is defined in the same module.
+/// where each `fn_name(env: &TestEnv)` is defined in the same module. The
+/// PostgreSQL half is skipped, saying why, when no server was started (a
+/// bare `cargo test`).
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $( #[test] fn $name() { super::$name(&$crate::support::TestEnv::sqlite()) } )*
         }
         mod postgres {
-            $( #[test] fn $name() { super::$name(&$crate::support::TestEnv::postgres()) } )*
+            $( #[test] fn $name() {
+                if let Some(env) = $crate::support::TestEnv::postgres() {
+                    super::$name(&env)
+                }
+            } )*
         }
     };
 }
