@@ -268,7 +268,14 @@ impl Layout {
             if !line.is_empty() {
                 line.push(' ');
             }
-            line.push_str(word);
+            // A word longer than a whole line continues on the next.
+            let mut rest: Vec<char> = word.chars().collect();
+            while line.chars().count() + rest.len() > room {
+                let fits = room - line.chars().count();
+                line.extend(rest.drain(..fits));
+                flush(&mut line, &mut first);
+            }
+            line.extend(rest);
         }
         flush(&mut line, &mut first);
     }
