@@ -367,7 +367,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__pause)
-            opts="-h --all --reason --as --db --db-mode --help"
+            opts="-h --all --reason --as --new --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -493,7 +493,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__status)
-            opts="-h --json --db --db-mode --help"
+            opts="-h --json --wide --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -302,6 +302,10 @@ pub struct StatusArgs {
     /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
     pub json: bool,
+    /// Show every text in full instead of fitting 100 columns (long
+    /// verdicts, reasons, hosts and names are otherwise wrapped or cut).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Args)]
@@ -343,6 +347,11 @@ pub struct PauseArgs {
     /// it, and it lifts no other pause.
     #[arg(long = "as", value_name = "TAG")]
     pub owner: Option<String>,
+    /// Also pause NAMEs the store does not know yet, before their first
+    /// pass (without it, a name the store has never seen is refused as a
+    /// typo).
+    #[arg(long)]
+    pub new: bool,
 }
 
 #[derive(Debug, Args)]
@@ -366,7 +375,9 @@ pub struct ForgetArgs {
 pub struct HistoryArgs {
     /// Only this job.
     pub name: Option<String>,
-    /// How many passes to show (the newest that match).
+    /// How many passes to show (the newest that match). The summary below
+    /// them covers every kept pass that matches --since and --outcome, not
+    /// only these.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub limit: u32,
     /// Oldest first (the default is newest first, by start time).

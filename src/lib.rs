@@ -18,6 +18,7 @@ pub(crate) mod files;
 pub mod model;
 pub(crate) mod policy;
 pub(crate) mod process;
+pub(crate) mod random;
 pub(crate) mod renewer;
 pub(crate) mod report;
 pub(crate) mod settings;
@@ -82,6 +83,11 @@ fn usage_error(e: clap::Error) -> i32 {
             );
             exit::JOBRUN_FAILED
         }
+        ErrorKind::MissingRequiredArgument if targets_command(&e).is_some() => {
+            let sub = targets_command(&e).unwrap_or_default();
+            say!("{sub} needs NAME... or --all (see jobrun {sub} --help)");
+            exit::JOBRUN_FAILED
+        }
         _ => {
             let text = e.render().to_string();
             let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
@@ -97,6 +103,21 @@ fn usage_error(e: clap::Error) -> i32 {
                     first = format!("{first} {next}");
                 }
             }
+            if let Some(var) = blamed_variable(&e) {
+                first = first.replace(
+                    &format!("for '{}'", var.arg),
+                    &format!(
+                        "in {} (from the environment; it sets {})",
+                        var.name, var.flag
+                    ),
+                );
+            }
+            if first.ends_with("value was not a boolean") {
+                first.push_str(": it takes 1/0, true/false, yes/no or on/off");
+            }
+            for hint in hints(&e) {
+                first = format!("{first}; {hint}");
+            }
             match run_without_separator(&e) {
                 Some(hint) => say!("{first}; put -- before the command: {hint}"),
                 None => say!("{first} (see jobrun --help)"),
@@ -104,6 +125,92 @@ fn usage_error(e: clap::Error) -> i32 {
             exit::JOBRUN_FAILED
         }
     }
+}
+
+/// The subcommand of a usage error when it acts on NAME... or --all.
+fn targets_command(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let missing = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        Some(ContextValue::String(v)) => vec![v.clone()],
+        _ => return None,
+    };
+    if !missing.iter().any(|m| m.starts_with("<NAME>")) {
+        return None;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    ["clear-locks", "stop-due", "pause", "resume"]
+        .into_iter()
+        .find(|c| args.iter().any(|a| a == c))
+        .map(str::to_string)
+}
+
+/// What clap knows the user probably meant: a similar subcommand or
+/// option, or the values an option takes.
+fn hints(e: &clap::Error) -> Vec<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let mut out = vec![];
+    for kind in [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg] {
+        match e.get(kind) {
+            Some(ContextValue::String(s)) => out.push(format!("did you mean `{s}`?")),
+            Some(ContextValue::Strings(v)) if !v.is_empty() => {
+                out.push(format!("did you mean `{}`?", v.join("` or `")))
+            }
+            _ => {}
+        }
+    }
+    if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
+        if !v.is_empty() {
+            out.push(format!("it takes {}", v.join(", ")));
+        }
+    }
+    out
+}
+
+/// An option whose bad value came from its environment variable.
+struct Blamed {
+    /// As clap names it (`--slots <N>`), the flag alone, the variable.
+    arg: String,
+    flag: String,
+    name: String,
+}
+
+/// When a bad value came from a `JOBRUN_*` variable (the option was not on
+/// the command line), the variable, so the message blames what the user
+/// wrote.
+fn blamed_variable(e: &clap::Error) -> Option<Blamed> {
+    use clap::error::{ContextKind, ContextValue};
+    use clap::CommandFactory;
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split_whitespace().next()?.to_string();
+    let long = flag.strip_prefix("--")?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .iter()
+        .any(|a| a == &flag || a.starts_with(&format!("{flag}=")))
+    {
+        return None;
+    }
+    let root = Cli::command();
+    let commands = std::iter::once(&root).chain(root.get_subcommands());
+    for c in commands {
+        for a in c.get_arguments() {
+            if a.get_long() == Some(long) {
+                if let Some(env) = a.get_env() {
+                    if std::env::var_os(env).is_some() {
+                        return Some(Blamed {
+                            arg: arg.clone(),
+                            flag: flag.clone(),
+                            name: env.to_string_lossy().into_owned(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    None
 }
 
 /// For `jobrun run foo true` (a command given without `--`): the same
@@ -146,15 +253,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         return cmd::generate::run(g);
     }
     clock::check_skew()?;
-    let spec = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
+    let choice = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
+    let spec = choice.spec.clone();
     match cli.command {
-        Command::Run(a) => cmd::run::run(spec, settings::RunSettings::resolve(&a)?),
-        Command::Status(a) => cmd::status::run(spec, a),
+        Command::Run(a) => cmd::run::run(&choice, settings::RunSettings::resolve(&a)?),
+        Command::Status(a) => cmd::status::run(&choice, a),
         Command::ClearLocks(a) => cmd::clear_locks::run(spec, a),
         Command::StopDue(a) => cmd::stop_due::run(spec, a),
-        Command::Pause(a) => cmd::pause::pause(spec, a),
+        Command::Pause(a) => cmd::pause::pause(&choice, a),
         Command::Resume(a) => cmd::pause::resume(spec, a),
-        Command::History(a) => cmd::history::run(spec, a),
+        Command::History(a) => cmd::history::run(&choice, a),
         Command::Forget(a) => cmd::forget::run(spec, a),
         Command::Generate(_) => unreachable!("handled above"),
     }

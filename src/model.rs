@@ -52,6 +52,16 @@ pub struct JobStatus {
     pub queue: QueueStatus,
     /// `None` until a pass of the job has taken a slot.
     pub last: Option<LastPass>,
+    /// The last pass of the job of any kind, skips included (a skip shows
+    /// the scheduler fired); `None` before the first.
+    pub last_attempt: Option<LastAttempt>,
+}
+
+/// The last attempt at a job: its outcome and when it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastAttempt {
+    pub outcome: String,
+    pub ended_ago_ms: Option<i64>,
 }
 
 /// What `status` says of a job or of one held slot.
@@ -276,6 +286,10 @@ mod tests {
                     duration_ms: Some(3100),
                     ended_ago_ms: None,
                 }),
+                last_attempt: Some(LastAttempt {
+                    outcome: "skipped".into(),
+                    ended_ago_ms: Some(120000),
+                }),
             }],
         }
     }
@@ -324,6 +338,10 @@ mod tests {
         "duration_ms": 3100,
         "ended_ago_ms": null,
         "outcome": "ok"
+      },
+      "last_attempt": {
+        "ended_ago_ms": 120000,
+        "outcome": "skipped"
       },
       "name": "feeds.poll",
       "paused": {

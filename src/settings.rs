@@ -44,7 +44,23 @@ pub fn duration_at_most(
     max_text: &str,
 ) -> Result<Duration> {
     let d = humantime::parse_duration(value.trim()).map_err(|e| {
-        anyhow::anyhow!("invalid {flag} '{value}': {e}; expected a duration like 90s, 5m or 1h 30m")
+        // humantime's own words name offsets into the text ("expected
+        // number at 0"): said only when they help (an unknown unit).
+        let why = match e {
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!(": '{unit}' is not a unit of time")
+            }
+            humantime::DurationError::NumberOverflow => ": it is too large".to_string(),
+            _ => String::new(),
+        };
+        let ago = if flag == "--since" {
+            " (how long ago: --since 2h, 7d; not a date)"
+        } else {
+            ""
+        };
+        anyhow::anyhow!(
+            "invalid {flag} '{value}'{why}; expected a duration like 90s, 5m or 1h 30m{ago}"
+        )
     })?;
     if d > max {
         bail!("invalid {flag} '{value}': it is longer than the most allowed, {max_text}");
@@ -164,7 +180,7 @@ pub struct StopSettings {
 
 impl StopSettings {
     pub fn resolve(a: &crate::cli::StopArgs) -> Result<StopSettings> {
-        let names = job_names(&a.targets.names)?;
+        let names = stored_job_names(&a.targets.names)?;
         let wait = a
             .wait
             .as_deref()
@@ -213,8 +229,26 @@ pub fn file_mode(mode: Option<&str>) -> Result<u32> {
     Ok(m)
 }
 
+/// Which store a command uses, and whether the user named it (`--db` or
+/// `JOBRUN_DB`) or it is this user's default: only the default location's
+/// directory is ever created, and only the default store may be missing
+/// without that being an error to a reader.
+#[derive(Debug, Clone)]
+pub struct StoreChoice {
+    pub spec: StoreSpec,
+    pub explicit: bool,
+}
+
 /// Where the store is: `--db`/`JOBRUN_DB`, or the default for this user.
-pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
+pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreChoice> {
+    let explicit = |spec| StoreChoice {
+        spec,
+        explicit: true,
+    };
+    let default = |spec| StoreChoice {
+        spec,
+        explicit: false,
+    };
     let mode = file_mode(mode)?;
     if let Some(db) = db {
         if db.trim().is_empty() {
@@ -222,10 +256,13 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
                 "invalid --db/JOBRUN_DB: it is empty; give a file path or postgres://user@host/db"
             );
         }
-        return Ok(StoreSpec::parse(db, mode));
+        return Ok(explicit(StoreSpec::parse(db, mode)));
     }
     if nix::unistd::geteuid().is_root() {
-        return Ok(StoreSpec::Sqlite(PathBuf::from(DEFAULT_ROOT_DB), mode));
+        return Ok(default(StoreSpec::Sqlite(
+            PathBuf::from(DEFAULT_ROOT_DB),
+            mode,
+        )));
     }
     // The XDG spec: a relative XDG_STATE_HOME is invalid and ignored.
     let state = std::env::var_os("XDG_STATE_HOME")
@@ -233,7 +270,7 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreSpec> {
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(STATE_HOME_DEFAULT)));
     match state {
-        Some(dir) => Ok(StoreSpec::Sqlite(dir.join(USER_DB), mode)),
+        Some(dir) => Ok(default(StoreSpec::Sqlite(dir.join(USER_DB), mode))),
         None => bail!("no store given and neither XDG_STATE_HOME nor HOME is set; pass --db PATH"),
     }
 }

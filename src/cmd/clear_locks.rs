@@ -8,7 +8,7 @@
 use anyhow::Result;
 
 use crate::cli::ClearArgs;
-use crate::cmd::{evidence, holder_name, judged, queued_pass};
+use crate::cmd::{all_known, evidence, holder_name, judged, queued_pass};
 use crate::engine::{self, Seen};
 use crate::evidence::Evidence;
 use crate::exit;
@@ -18,7 +18,7 @@ use crate::policy::lease::{decide, decide_waiter, Decision, FreeReason, LeaseRow
 use crate::policy::Liveness;
 use crate::report::escape;
 use crate::say;
-use crate::settings::job_names;
+use crate::settings::stored_job_names;
 use crate::store::{operator, StoreSpec};
 
 /// What runs on of a container pass whose slot was just freed: clearing a
@@ -47,8 +47,11 @@ fn containers_left(l: &LeaseRow, evidence: &Evidence) -> Option<String> {
 }
 
 pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
-    let names = job_names(&a.targets.names)?;
+    let names = stored_job_names(&a.targets.names)?;
     let mut store = spec.open_existing()?;
+    if !all_known(store.as_mut(), &names, &spec, "")? {
+        return Ok(exit::INCOMPLETE);
+    }
     let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
     let would = if a.dry_run { "would " } else { "" };
     let evidence = evidence(&spec);

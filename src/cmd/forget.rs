@@ -10,8 +10,10 @@
 use anyhow::Result;
 
 use crate::cli::ForgetArgs;
+use crate::cmd::closest;
 use crate::cmd::pause::{lifted_by, set_by};
 use crate::exit;
+use crate::report::escape;
 use crate::say;
 use crate::settings::stored_job_names;
 use crate::store::{Forget, StoreSpec};
@@ -26,10 +28,17 @@ pub fn run(spec: StoreSpec, a: ForgetArgs) -> Result<i32> {
                 say!("{name}: forgotten, with its history");
                 continue;
             }
-            Forget::Unknown => say!(
-                "{name}: not forgotten: store {} does not know this job",
-                spec.display()
-            ),
+            Forget::Unknown => {
+                let known: Vec<String> = store.jobs(&[])?.into_iter().map(|j| j.name).collect();
+                let meant = closest(name, &known)
+                    .map(|k| format!("; did you mean `{}`?", escape(k)))
+                    .unwrap_or_default();
+                say!(
+                    "{}: not forgotten: store {} does not know this job{meant}",
+                    escape(name),
+                    spec.display()
+                )
+            }
             Forget::Held(n) => {
                 say!("{name}: not forgotten: a pass holds it ({n} slot(s) held; see jobrun status)")
             }

@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use crate::cli::HistoryArgs;
+use crate::cmd::{all_known, open_to_read};
 use crate::exit;
 use crate::model::{self, HistoryReport, Summary};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::report::{escape, human_ms, utc_ms};
-use crate::say;
+use crate::settings::StoreChoice;
 use crate::settings::{self, stored_job_name};
-use crate::store::{HistoryQuery, StoreSpec};
+use crate::store::HistoryQuery;
 
 /// Nearest-rank percentile of sorted values.
 fn percentile(sorted: &[i64], p: usize) -> i64 {
@@ -52,7 +53,8 @@ pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
     }
 }
 
-pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
+pub fn run(choice: &StoreChoice, a: HistoryArgs) -> Result<i32> {
+    let spec = &choice.spec;
     let name = a.name.as_deref().map(stored_job_name).transpose()?;
     let since = a
         .since
@@ -60,16 +62,30 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
         .map(|d| settings::duration("--since", d))
         .transpose()?;
     let outcome = a.outcome.as_deref().and_then(Outcome::parse);
-    let mut store = spec.open_existing()?;
+    let Some(mut store) = open_to_read(choice)? else {
+        // A fresh install: nothing has run yet.
+        if a.json {
+            let empty = HistoryReport {
+                store: spec.display(),
+                passes: vec![],
+                summary: vec![],
+            };
+            println!("{}", model::to_json(&empty)?);
+        }
+        return Ok(if name.is_some() {
+            exit::INCOMPLETE
+        } else {
+            exit::OK
+        });
+    };
+    if !all_known(store.as_mut(), name.as_slice(), spec, "")? {
+        return Ok(exit::INCOMPLETE);
+    }
     let jobs: Vec<String> = store
         .jobs(name.as_slice())?
         .into_iter()
         .map(|j| j.name)
         .collect();
-    if let (Some(n), true) = (&name, jobs.is_empty()) {
-        say!("{n}: store {} does not know this job", spec.display());
-        return Ok(exit::INCOMPLETE);
-    }
     let query = HistoryQuery {
         job: name.clone(),
         since,
@@ -82,12 +98,12 @@ pub fn run(spec: StoreSpec, a: HistoryArgs) -> Result<i32> {
     }
     let mut summaries = Vec::new();
     for j in &jobs {
-        // The summary covers all the history kept (within --since), not
-        // just the listing.
+        // The summary covers every kept pass that matches --since and
+        // --outcome, as the listing does, but not only the --limit shown.
         let all = store.history(&HistoryQuery {
             job: Some(j.clone()),
             since,
-            outcome: None,
+            outcome,
             limit: u32::MAX / 2,
         })?;
         if !all.is_empty() {
@@ -138,14 +154,22 @@ fn print_table(report: &HistoryReport) {
     );
     for s in &report.summary {
         let outcomes: Vec<String> = s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        // No pass that ran: no duration to show, not 0.0s.
+        let ms = |v: i64| {
+            if s.count == 0 {
+                "-".to_string()
+            } else {
+                human_ms(v)
+            }
+        };
         println!(
             "{:<24} {:>6} {:>8} {:>8} {:>8} {:>8}  {}",
             escape(&s.job),
             s.count,
-            human_ms(s.mean_ms),
-            human_ms(s.p50_ms),
-            human_ms(s.p95_ms),
-            human_ms(s.max_ms),
+            ms(s.mean_ms),
+            ms(s.p50_ms),
+            ms(s.p95_ms),
+            ms(s.max_ms),
             outcomes.join(", ")
         );
     }

@@ -10,18 +10,52 @@
 use anyhow::Result;
 
 use crate::cli::{PauseArgs, ResumeArgs};
+use crate::cmd::{all_known, open_to_write};
 use crate::exit;
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::report::escape;
 use crate::say;
 use crate::settings::PauseSettings;
-use crate::store::StoreSpec;
+use crate::settings::StoreChoice;
+use crate::store::{StoreError, StoreSpec};
 
-pub fn pause(spec: StoreSpec, a: PauseArgs) -> Result<i32> {
+pub fn pause(choice: &StoreChoice, a: PauseArgs) -> Result<i32> {
     let PauseSettings { scopes, owner } = PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
     let owner = owner.as_deref();
     let by = owner.map(|o| format!(" by {o}")).unwrap_or_default();
-    let mut store = spec.open()?;
+    let names: Vec<String> = scopes
+        .iter()
+        .filter_map(|s| match s {
+            PauseScope::Job(n) => Some(n.clone()),
+            PauseScope::All => None,
+        })
+        .collect();
+    // A pause of all jobs, or of a job named as new, may come before any
+    // pass: it may create the store. A named job must be one the store
+    // knows, or it is a typo that would pause nothing that runs.
+    let mut store = if a.new || names.is_empty() {
+        open_to_write(choice)?
+    } else {
+        match choice.spec.open_existing() {
+            Ok(store) => store,
+            Err(StoreError::Missing(_)) => {
+                for n in &names {
+                    say!(
+                        "{}: store {} does not exist, so it knows no job; pause --new NAME \
+                         pauses a job before its first pass",
+                        escape(n),
+                        choice.spec.display()
+                    );
+                }
+                return Ok(exit::INCOMPLETE);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let hint = "; pause --new NAME pauses a job before its first pass";
+    if !a.new && !all_known(store.as_mut(), &names, &choice.spec, hint)? {
+        return Ok(exit::INCOMPLETE);
+    }
     let reason = a.reason.as_deref();
     for scope in &scopes {
         store.pause(scope, owner, reason)?;
@@ -81,6 +115,16 @@ pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
         None => " without an owner".into(),
     };
     let mut store = spec.open_existing()?;
+    let names: Vec<String> = scopes
+        .iter()
+        .filter_map(|s| match s {
+            PauseScope::Job(n) => Some(n.clone()),
+            PauseScope::All => None,
+        })
+        .collect();
+    if !all_known(store.as_mut(), &names, &spec, "")? {
+        return Ok(exit::INCOMPLETE);
+    }
     for scope in &scopes {
         let PauseScope::Job(name) = scope else {
             // --all: every pause of this owner, whatever its scope.

@@ -4,20 +4,20 @@
 use anyhow::Result;
 
 use crate::cli::StatusArgs;
-use crate::cmd::{evidence, judged};
+use crate::cmd::{all_known, evidence, judged, open_to_read};
 use crate::evidence::{Evidence, Sight, Verdict};
 use crate::exit;
 use crate::model::{
-    self, JobStatus, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus, State,
-    StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
+    self, JobStatus, LastAttempt, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus,
+    State, StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
 };
 use crate::policy::lease::{LeaseRow, WaiterRow};
 use crate::policy::pause::{self, Pause};
 use crate::policy::Liveness;
 use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
-use crate::say;
 use crate::settings::stored_job_names;
-use crate::store::{JobRow, StoreSpec};
+use crate::settings::StoreChoice;
+use crate::store::JobRow;
 
 /// The state of one held slot, from its verdict and lease.
 pub fn lease_state(l: &LeaseRow, v: &Verdict) -> State {
@@ -162,18 +162,34 @@ fn job_status(
             duration_ms: job.last_duration_ms,
             ended_ago_ms: job.last_ended_ms_ago,
         }),
+        last_attempt: job.attempt_outcome.as_ref().map(|o| LastAttempt {
+            outcome: o.clone(),
+            ended_ago_ms: job.attempt_ended_ms_ago,
+        }),
     }
 }
 
-pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
+pub fn run(choice: &StoreChoice, a: StatusArgs) -> Result<i32> {
+    let spec = &choice.spec;
     let names = stored_job_names(&a.names)?;
-    let mut store = spec.open_existing()?;
+    let Some(mut store) = open_to_read(choice)? else {
+        // A fresh install: nothing has run yet.
+        if a.json {
+            let empty = StatusReport {
+                store: spec.display(),
+                jobs: vec![],
+            };
+            println!("{}", model::to_json(&empty)?);
+        }
+        return Ok(if names.is_empty() {
+            exit::OK
+        } else {
+            exit::INCOMPLETE
+        });
+    };
+    let known = all_known(store.as_mut(), &names, spec, "")?;
     let jobs = store.jobs(&names)?;
-    let unknown: Vec<&String> = names
-        .iter()
-        .filter(|n| !jobs.iter().any(|j| &j.name == *n))
-        .collect();
-    let evidence = evidence(&spec);
+    let evidence = evidence(spec);
     let leases = judged(store.leases(&names)?, &evidence);
     let waiters = store.waiters(&names)?;
     let pauses = store.pauses()?;
@@ -195,121 +211,217 @@ pub fn run(spec: StoreSpec, a: StatusArgs) -> Result<i32> {
     if a.json {
         println!("{}", model::to_json(&report)?);
     } else {
-        println!("{}", trunc(&format!("store: {}", report.store), WIDTH));
-        print_table(&report.jobs);
+        let head = format!("store: {}", report.store);
+        println!("{}", if a.wide { head } else { trunc(&head, WIDTH) });
+        print_table(&report.jobs, &Layout { wide: a.wide });
     }
-    for n in &unknown {
-        say!("{n}: store {} does not know this job", spec.display());
-    }
-    Ok(if unknown.is_empty() {
-        exit::OK
-    } else {
-        exit::INCOMPLETE
-    })
+    Ok(if known { exit::OK } else { exit::INCOMPLETE })
 }
 
-/// Human output fits 100 columns, whatever the names, hosts and reasons;
-/// every text from the store is escaped first, so a row shows as one line.
+/// Human output fits 100 columns, whatever the names, hosts and reasons
+/// (unless `--wide`); every text from the store is escaped first, so a row
+/// shows as one line.
 const WIDTH: usize = 100;
 
-macro_rules! row {
-    ($($arg:tt)*) => {
-        println!("{}", trunc(&format!($($arg)*), WIDTH))
-    };
+/// How the table lays text out: cut to its column, or (`--wide`) in full.
+struct Layout {
+    wide: bool,
 }
 
-fn print_table(jobs: &[JobStatus]) {
+impl Layout {
+    /// `s` cut to `n` characters, unless wide.
+    fn cut(&self, s: &str, n: usize) -> String {
+        if self.wide {
+            s.to_string()
+        } else {
+            trunc(s, n)
+        }
+    }
+
+    fn row(&self, line: String) {
+        println!("{}", self.cut(&line, WIDTH));
+    }
+
+    /// `text` after `head`, wrapped at word boundaries to the table's width
+    /// with continuation lines indented under the text: never cut mid-word
+    /// (a word longer than a whole line is the only thing ever cut).
+    fn wrapped(&self, head: &str, text: &str) {
+        if self.wide {
+            println!("{head}{text}");
+            return;
+        }
+        let indent = " ".repeat(head.chars().count());
+        let room = WIDTH.saturating_sub(indent.len()).max(20);
+        let mut line = String::new();
+        let mut first = true;
+        let flush = |line: &mut String, first: &mut bool| {
+            let lead = if *first { head } else { indent.as_str() };
+            println!("{lead}{}", trunc(line, room));
+            line.clear();
+            *first = false;
+        };
+        for word in text.split(' ') {
+            let needed =
+                line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+            if !line.is_empty() && needed > room {
+                flush(&mut line, &mut first);
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            // A word longer than a whole line continues on the next.
+            let mut rest: Vec<char> = word.chars().collect();
+            while line.chars().count() + rest.len() > room {
+                let fits = room - line.chars().count();
+                line.extend(rest.drain(..fits));
+                flush(&mut line, &mut first);
+            }
+            line.extend(rest);
+        }
+        flush(&mut line, &mut first);
+    }
+}
+
+/// An age as the LAST column shows it, in one unit: `45s`, `12m`, `3h`,
+/// `5d`, so that the longest outcome and its age fit the column.
+fn coarse_age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3_599 => format!("{}m", s / 60),
+        3_600..=172_799 => format!("{}h", s / 3_600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// `ok 3h ago`: an outcome and how long ago it ended.
+fn outcome_ago(outcome: &str, ended_ago_ms: Option<i64>) -> String {
+    match ended_ago_ms {
+        Some(ms) => format!("{} {} ago", escape(outcome), coarse_age(ms)),
+        None => escape(outcome),
+    }
+}
+
+fn print_table(jobs: &[JobStatus], t: &Layout) {
     // 24+4+8+19+7+11 columns and their gaps leave 20 for LAST, the
-    // longest outcome and duration ("spawn-failed 23h 59m"): no figure is
-    // ever cut. Tokens (16 digits) are on the detail line.
-    row!(
+    // longest outcome and its age ("spawn-failed 47h ago"): no figure is
+    // ever cut. Tokens (16 digits) and durations are on the detail lines.
+    t.row(format!(
         "{:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  LAST",
-        "JOB",
-        "SLOT",
-        "STATE",
-        "HOLDER",
-        "RENEWED",
-        "EXPIRES"
-    );
+        "JOB", "SLOT", "STATE", "HOLDER", "RENEWED", "EXPIRES"
+    ));
     for j in jobs {
-        let name = trunc(&escape(&j.name), 24);
+        let name = t.cut(&escape(&j.name), 24);
         let last = match &j.last {
             None => "-".to_string(),
-            Some(l) => format!(
-                "{} {}",
-                trunc(&escape(&l.outcome), 12),
-                human_ms(l.duration_ms.unwrap_or(0))
-            ),
+            Some(l) => outcome_ago(&l.outcome, l.ended_ago_ms),
         };
         if j.slots.is_empty() {
-            row!(
+            t.row(format!(
                 "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 "-",
                 j.state.as_str(),
                 "-",
                 "-",
                 "-"
-            );
+            ));
         }
         for s in &j.slots {
             let holder = format!("{}:{}", escape(&s.holder.host), s.holder.pid);
-            row!(
+            t.row(format!(
                 "{name:<24} {:>4} {:<8} {:<19} {:>7} {:>11}  {last}",
                 s.slot.to_string(),
                 s.state.as_str(),
-                trunc(&holder, 19),
+                t.cut(&holder, 19),
                 age_ms(s.renewed_ago_ms),
                 expiry_ms(s.expires_in_ms)
-            );
-            row!(
+            ));
+            t.row(format!(
                 "    since {}, token {}, {}{}",
                 s.since,
                 s.token,
                 expiry_words(s.expires_in_ms),
                 s.containers
                     .as_ref()
-                    .map(|c| format!(", containers: {}", trunc(&escape(c), 10)))
+                    .map(|c| format!(", containers: {}", t.cut(&escape(c), 10)))
                     .unwrap_or_default()
-            );
-            row!(
-                "    {}: {}",
-                s.verdict.liveness.as_str(),
-                trunc(&escape(&s.verdict.reason), 80)
+            ));
+            t.wrapped(
+                &format!("    {}: ", s.verdict.liveness.as_str()),
+                &escape(&s.verdict.reason),
             );
         }
+        if let Some(line) = when_line(j) {
+            t.row(line);
+        }
         for p in &j.pauses {
-            row!(
+            t.row(format!(
                 "    paused{}{} since {}{}",
                 p.owner
                     .as_ref()
-                    .map(|o| format!(" by {}", trunc(&escape(o), 20)))
+                    .map(|o| format!(" by {}", t.cut(&escape(o), 20)))
                     .unwrap_or_default(),
                 if p.all { " (all)" } else { "" },
                 p.since,
                 p.reason
                     .as_ref()
-                    .map(|r| format!(": {}", trunc(&escape(r), 50)))
+                    .map(|r| format!(": {}", t.cut(&escape(r), 50)))
                     .unwrap_or_default()
-            );
+            ));
         }
         let q = &j.queue;
         if q.length > 0 {
-            row!(
+            t.row(format!(
                 "    queue: {} waiting, head waited {}",
                 q.length,
                 age_ms(q.head_waited_ms.unwrap_or(0))
-            );
+            ));
             for w in &q.waiters {
-                row!(
-                    "      #{} {}:{} waited {} ({}: {})",
-                    w.position,
-                    escape(&w.holder.host),
-                    w.holder.pid,
-                    age_ms(w.waited_ms),
-                    w.verdict.liveness.as_str(),
-                    trunc(&escape(&w.verdict.reason), 40)
+                t.wrapped(
+                    &format!(
+                        "      #{} {}:{} waited {} ",
+                        w.position,
+                        escape(&w.holder.host),
+                        w.holder.pid,
+                        age_ms(w.waited_ms),
+                    ),
+                    &format!(
+                        "({}: {})",
+                        w.verdict.liveness.as_str(),
+                        escape(&w.verdict.reason)
+                    ),
                 );
             }
         }
     }
+}
+
+/// The detail line that says when: how the last pass that ran ended and
+/// how long it took, and the last attempt when that came later (a skip).
+fn when_line(j: &JobStatus) -> Option<String> {
+    let mut parts = vec![];
+    if let Some(l) = &j.last {
+        let took = l
+            .duration_ms
+            .map(|d| format!(", took {}", human_ms(d)))
+            .unwrap_or_default();
+        parts.push(format!(
+            "last pass {}{took}",
+            outcome_ago(&l.outcome, l.ended_ago_ms)
+        ));
+    }
+    if let Some(a) = &j.last_attempt {
+        let later = match (&j.last, a.ended_ago_ms) {
+            (None, _) => true,
+            (Some(l), Some(ago)) => l.ended_ago_ms.is_none_or(|last| ago < last),
+            (Some(_), None) => false,
+        };
+        if later {
+            parts.push(format!(
+                "last attempt {}",
+                outcome_ago(&a.outcome, a.ended_ago_ms)
+            ));
+        }
+    }
+    (!parts.is_empty()).then(|| format!("    {}", parts.join("; ")))
 }

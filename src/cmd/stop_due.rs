@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cli::StopArgs;
-use crate::cmd::{evidence, holder_name, judge_lease};
+use crate::cmd::{all_known, evidence, holder_name, judge_lease};
 use crate::engine::{self, Seen, Stopping};
 use crate::evidence::{Evidence, Sight, Verified};
 use crate::exit;
@@ -96,6 +96,9 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
         dry_run,
     } = StopSettings::resolve(&a)?;
     let mut store = spec.open_existing()?;
+    if !all_known(store.as_mut(), &names, &spec, "")? {
+        return Ok(exit::INCOMPLETE);
+    }
     let evidence = evidence(&spec);
     let mut signalled: Vec<LeaseRow> = Vec::new();
     let mut stopping: Vec<(String, Stopping)> = Vec::new();
@@ -190,7 +193,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
             }
         }
     }
-    println!("signaled {} in-flight job process(es)", signalled.len());
+    println!("signalled {} in-flight job process(es)", signalled.len());
     if stopped > 0 {
         println!("stopped the containers of {stopped} pass(es) by label");
     }

@@ -27,6 +27,9 @@ pub const CONNECT_PER_RENEWAL: Duration = Duration::from_secs(10);
 /// nothing while it runs.
 pub const KEEP_AFTER_START: Duration = Duration::from_millis(100);
 
+/// How long a pass keeps trying a store that answers busy (`while_busy`).
+pub const BUSY_BUDGET: Duration = Duration::from_secs(10);
+
 /// A connection a timer closes unless its handle takes it back first.
 type Parked = Arc<Mutex<Option<Box<dyn Store>>>>;
 
@@ -107,6 +110,26 @@ impl StoreHandle {
         // No timer thread: closed at once.
         if started.is_ok() {
             self.parked = Some(parked);
+        }
+    }
+
+    /// Run `op`, trying it again while the store answers busy (SQLite
+    /// locked past its busy timeout, a PostgreSQL lock or statement timeout:
+    /// the transaction was rolled back, nothing was written), with jittered
+    /// pauses growing to a second, for at most `BUSY_BUDGET`. A store busy
+    /// for a moment (a fleet's passes starting at the same second) costs a
+    /// pass a wait, not its run or its record. Anything else fails at once.
+    pub fn while_busy<T>(&mut self, mut op: impl FnMut(&mut dyn Store) -> Result<T>) -> Result<T> {
+        let deadline = std::time::Instant::now() + BUSY_BUDGET;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.get().and_then(&mut op) {
+                Err(StoreError::Busy(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(crate::random::jittered(pause));
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
         }
     }
 

@@ -265,9 +265,13 @@ pub struct Attempt {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct JobRow {
     pub name: String,
+    /// The last pass that took a slot.
     pub last_outcome: Option<String>,
     pub last_duration_ms: Option<i64>,
     pub last_ended_ms_ago: Option<i64>,
+    /// The last pass of any kind (a skip shows the scheduler fired).
+    pub attempt_outcome: Option<String>,
+    pub attempt_ended_ms_ago: Option<i64>,
 }
 
 /// Which passes `history` returns.

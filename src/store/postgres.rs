@@ -119,7 +119,7 @@ impl PgStore {
                     if !busy || left.is_zero() {
                         return Err(err);
                     }
-                    std::thread::sleep(jittered(pause).min(left));
+                    std::thread::sleep(crate::random::jittered(pause).min(left));
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
             }
@@ -133,16 +133,6 @@ impl PgStore {
             },
         })
     }
-}
-
-/// `base` scaled by a random factor in [0.5, 1.5): passes that met a full
-/// server together do not come back together.
-fn jittered(base: Duration) -> Duration {
-    let mut b = [0u8; 2];
-    // SAFETY: getrandom writes at most b.len() bytes into b.
-    unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    let r = u16::from_le_bytes(b) as u32;
-    base / 2 + base * r / 65_536
 }
 
 /// Statement timeout and lock timeout (2 s each) for the transaction just

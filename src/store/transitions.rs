@@ -121,9 +121,12 @@ impl<B: Backend> Store for SqlStore<B> {
             let rows = c.query(
                 &format!(
                     "SELECT j.name AS name, h.outcome AS outcome, h.duration_ms AS duration_ms, \
-                     h.ended_ms AS ended_ms FROM jobs j \
+                     h.ended_ms AS ended_ms, a.outcome AS attempt, a.ended_ms AS attempt_ended \
+                     FROM jobs j \
                      LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
                        WHERE job = j.name AND token IS NOT NULL) \
+                     LEFT JOIN history a ON a.id = (SELECT MAX(id) FROM history \
+                       WHERE job = j.name) \
                      WHERE {filter} ORDER BY j.name"
                 ),
                 &params,
@@ -135,6 +138,8 @@ impl<B: Backend> Store for SqlStore<B> {
                     last_outcome: r.opt_text("outcome"),
                     last_duration_ms: r.opt_int("duration_ms"),
                     last_ended_ms_ago: r.opt_int("ended_ms").map(|e| now - e),
+                    attempt_outcome: r.opt_text("attempt"),
+                    attempt_ended_ms_ago: r.opt_int("attempt_ended").map(|e| now - e),
                 })
                 .collect())
         })

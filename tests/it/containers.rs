@@ -346,7 +346,7 @@ fn stop_due_stops_containers_by_label(env: &TestEnv) {
             orphan.label()
         ))
         .stdout_contains(format!("stopped container(s) {}", &orphan_ids[0][..12]))
-        .stdout_contains("signaled 2 in-flight job process(es)")
+        .stdout_contains("signalled 2 in-flight job process(es)")
         .stdout_contains("freed, its holder is dead (dead: no process (")
         .stdout_contains("all 2 signalled pass(es) released their locks")
         .run();
@@ -621,7 +621,7 @@ fn another_hosts_container_pass_is_left_to_its_lease(env: &TestEnv) {
             "containers not stopped: its containers run on web2, whose podman cannot be asked \
              from here",
         )
-        .stdout_contains("signaled 0 in-flight job process(es)")
+        .stdout_contains("signalled 0 in-flight job process(es)")
         .run();
     assert_eq!(engine.running(&label).len(), 1, "stopped from another host");
     // Its wrapper and client die: still unknown here, until the lease lapses.

@@ -180,7 +180,7 @@ fn reused_pid_is_dead_and_never_signalled(env: &TestEnv) {
         "{said}"
     );
     assert!(
-        said.contains("signaled 0 in-flight job process(es)"),
+        said.contains("signalled 0 in-flight job process(es)"),
         "{said}"
     );
     // Untouched: a TERM would have reached the child (marker) and ended the

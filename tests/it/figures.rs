@@ -188,7 +188,13 @@ fn columns_never_cut_a_figure_or_show_a_negative_age(env: &TestEnv) {
         });
         assert!(!negative, "a negative figure: {line}");
     }
-    assert!(text.contains("spawn-failed 0."), "{text}");
+    // LAST: the outcome and how long ago it ended, whole; the duration on
+    // the detail line.
+    assert!(text.contains("  spawn-failed 0s ago"), "{text}");
+    assert!(
+        text.contains("last pass spawn-failed 0s ago, took 0.0s"),
+        "{text}"
+    );
     let slow = text
         .lines()
         .skip_while(|l| !l.starts_with("slow"))

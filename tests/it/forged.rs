@@ -244,7 +244,7 @@ fn rows_naming_another_pass_signal_nothing(env: &TestEnv) {
         "2s",
     ]);
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(said.contains("signaled 0 in-flight"), "{said}");
+    assert!(said.contains("signalled 0 in-flight"), "{said}");
     assert!(!said.contains("sent KILL"), "{said}");
     assert!(
         alive(w.0) && alive(c.0),
@@ -286,7 +286,7 @@ fn a_planted_lock_naming_another_users_wrapper_proves_nothing() {
     forge_lease(&env, "planted", "0000000000fa", w, Some(c), 60_000);
     let out = env.run(&["stop-due", "planted", "--wait", "2s", "--kill-after", "1s"]);
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(said.contains("signaled 0 in-flight"), "{said}");
+    assert!(said.contains("signalled 0 in-flight"), "{said}");
     assert!(alive(w.0) && alive(c.0), "{said}");
     assert!(!env.path("victim.termed").exists(), "{said}");
     drop(held);

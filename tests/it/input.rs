@@ -118,10 +118,31 @@ fn missing_store_is_refused_by_readers(env: &TestEnv) {
         .code(125)
         .stderr_contains("no store at")
         .run();
-    // run and pause create it.
-    with_db(&["pause", "j"])
+    // A named store's missing directory is never made, not even by run
+    // or pause --new (a typo there would start a new lock domain).
+    if env.kind == Kind::Sqlite {
+        for args in [&["run", "j", "--", "true"][..], &["pause", "--new", "j"]] {
+            with_db(args)
+                .refused()
+                .stderr_contains("no directory")
+                .stderr_contains("typo")
+                .run();
+        }
+        assert!(!env.path("typo").exists(), "a directory was made");
+        fs::create_dir(env.path("typo")).unwrap();
+    }
+    // run and pause --new create the store itself, and say so once.
+    let made = with_db(&["pause", "--new", "j"]).stderr_contains("j: paused");
+    match env.kind {
+        Kind::Sqlite => made
+            .stderr_lines(2)
+            .stderr_contains("created a new store at")
+            .run(),
+        Kind::Postgres => made.stderr_lines(1).run(),
+    };
+    with_db(&["pause", "--new", "k"])
         .stderr_lines(1)
-        .stderr_contains("j: paused")
+        .stderr_contains("k: paused")
         .run();
     with_db(&["status"]).stdout_contains("paused").run();
 }
@@ -250,7 +271,7 @@ fn every_name_is_checked_before_anything_changes(env: &TestEnv) {
         .count();
     assert_eq!(pauses, 0, "pause changed something before refusing");
     Jobrun::new(env)
-        .args(["pause", "good"])
+        .args(["pause", "--new", "good"])
         .stderr_contains("good: paused")
         .run();
     refuses_name(env, &["resume", "good", "bad\n"], "control character");

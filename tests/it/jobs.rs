@@ -185,7 +185,10 @@ fn forget_removes_only_free_jobs_and_tokens_keep_growing(env: &TestEnv) {
     fs::write(env.path("held.stop"), "").unwrap();
     assert_eq!(env.wait_exit(p.wrapper, Duration::from_secs(10)), Some(0));
 
-    assert!(env.run(&["pause", "j", "--as", "repair"]).status.success());
+    assert!(env
+        .run(&["pause", "--new", "j", "--as", "repair"])
+        .status
+        .success());
     let waiter = env.start("waiter", &["run", "--wait", "60s", "j", "--", "true"]);
     assert!(wait_until(Duration::from_secs(10), || {
         env.find_job("j").is_some_and(|j| j.queue.length == 1)
@@ -238,7 +241,7 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
         (out.status.code(), text(&out.stderr))
     };
     assert!(env
-        .run(&["pause", "db", "--reason", "disk maintenance"])
+        .run(&["pause", "--new", "db", "--reason", "disk maintenance"])
         .status
         .success());
     let out = env.run(&["pause", "--all", "--as", "upgrade", "--reason", "upgrade"]);
@@ -277,7 +280,7 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
     assert_eq!(run("db").0, Some(75));
     assert_eq!(env.job("db").pauses.len(), 1);
     assert!(env
-        .run(&["pause", "db", "--reason", "disk maintenance"])
+        .run(&["pause", "--new", "db", "--reason", "disk maintenance"])
         .status
         .success());
 
@@ -295,7 +298,10 @@ fn pause_owners_lift_only_their_own(env: &TestEnv) {
     assert!(err.contains("disk maintenance"), "{err}");
 
     // An owned pause survives a bare resume of the job, which names it.
-    assert!(env.run(&["pause", "db", "--as", "deploy"]).status.success());
+    assert!(env
+        .run(&["pause", "--new", "db", "--as", "deploy"])
+        .status
+        .success());
     let out = env.run(&["resume", "db"]);
     let err = text(&out.stderr);
     assert!(

@@ -26,4 +26,5 @@ mod security;
 mod status;
 mod store;
 mod support;
+mod truth;
 mod wake;

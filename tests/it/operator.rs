@@ -168,7 +168,7 @@ fn stop_due_stops_verified_passes_and_waits_for_releases(env: &TestEnv) {
     let said = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
     assert!(
-        said.contains("signaled 2 in-flight job process(es)"),
+        said.contains("signalled 2 in-flight job process(es)"),
         "{said}"
     );
     assert!(
@@ -215,7 +215,7 @@ fn pause_resume_round_trip(env: &TestEnv) {
         let out = env.run(&["run", "-E", "75", job, "--", "touch", ran]);
         (out.status.code(), text(&out.stderr))
     };
-    let out = env.run(&["pause", "j", "--reason", "disk repair"]);
+    let out = env.run(&["pause", "--new", "j", "--reason", "disk repair"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (code, err) = run("j", "j1.ran");
     assert_eq!(code, Some(75), "{err}");
@@ -475,7 +475,13 @@ fn run_upgrade_waiting(
 /// version before and after, and says the checkout is on a detached HEAD.
 fn upgrade_script_stops_rebuilds_and_resumes(env: &TestEnv) {
     let d = deployment(env);
-    let out = env.run(&["pause", "db.vacuum", "--reason", "disk maintenance"]);
+    let out = env.run(&[
+        "pause",
+        "--new",
+        "db.vacuum",
+        "--reason",
+        "disk maintenance",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let p = start_pass(env, "feeds.poll", "feeds", "60s", &[]);
     let (code, said) = run_upgrade(env, &d, &[]);

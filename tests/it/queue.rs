@@ -400,7 +400,7 @@ fn sigkilled_last_waiter_does_not_block_later_runs(env: &TestEnv) {
 /// also while the job is paused (when nothing else looks at the queue).
 fn coalesce_never_joins_a_ghost(env: &TestEnv) {
     create_store(env);
-    assert!(env.run(&["pause", "q"]).status.success());
+    assert!(env.run(&["pause", "--new", "q"]).status.success());
     let args = ["run", "--wait", "60s", "--coalesce", "q", "--", "true"];
     let b = env.start("b", &args);
     wait_queued(env, "q", b);
@@ -583,7 +583,7 @@ fn pause_holds_promotion_and_resume_releases_in_order(env: &TestEnv) {
         wait_queued(env, "q", pid);
         waiters.push(pid);
     }
-    assert!(env.run(&["pause", "q"]).status.success());
+    assert!(env.run(&["pause", "--new", "q"]).status.success());
     release(env, "r");
     assert_eq!(exit_of(env, r), Some(0));
     let held_back = || {

@@ -567,7 +567,7 @@ fn shows_forged_text_escaped(what: &str, text: &str) {
 }
 
 fn pause_reasons_are_escaped(env: &TestEnv) {
-    let out = env.run(&["pause", "j", "--reason", FORGED]);
+    let out = env.run(&["pause", "--new", "j", "--reason", FORGED]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = env.run(&["run", "j", "--", "touch", "ran"]);
     assert_eq!(out.status.code(), Some(0));

@@ -1,5 +1,6 @@
 //! The SQLite store's files: created with 0600 (or the configured mode)
-//! from their first byte, in a directory created for them.
+//! from their first byte. A store named with --db lives in a directory
+//! its operator made (jobrun makes only its default store's directory).
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -14,6 +15,7 @@ fn mode_of(p: &std::path::Path) -> u32 {
 fn store_files_are_private_by_default() {
     let env = TestEnv::sqlite();
     let db = env.path("new/dir/store.db");
+    std::fs::create_dir_all(env.path("new/dir")).unwrap();
     let out = env
         .cmd(&["run", "j", "--", "true"])
         .env("JOBRUN_DB", &db)
@@ -21,13 +23,14 @@ fn store_files_are_private_by_default() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(mode_of(&db), 0o600);
-    assert_eq!(mode_of(&env.path("new/dir")), 0o700);
+    assert_eq!(mode_of(&env.path("new/dir/store.db.holders")), 0o700);
 }
 
 #[test]
 fn a_configured_mode_holds_past_the_umask() {
     let env = TestEnv::sqlite();
     let db = env.path("shared/store.db");
+    std::fs::create_dir(env.path("shared")).unwrap();
     let ready = env.path("ready");
     let child = script(
         &env,
@@ -44,7 +47,6 @@ fn a_configured_mode_holds_past_the_umask() {
     );
     assert!(env.wait_for_file("ready", Duration::from_secs(10)));
     assert_eq!(mode_of(&db), 0o660);
-    assert_eq!(mode_of(&env.path("shared")), 0o770);
     let holders = env.path("shared/store.db.holders");
     assert_eq!(mode_of(&holders), 0o770);
     let lock = std::fs::read_dir(&holders)

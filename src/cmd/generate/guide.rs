@@ -55,7 +55,8 @@ pub fn json_output(r: &mut Roff) {
                  "verdict": {"liveness": "alive", "reason": "..."},
                  "waited_ms": 5000, "command": ["./poll"]}]},
   "last": null | {"outcome": "ok", "duration_ms": 3100,
-                  "ended_ago_ms": 60000}}]}"#,
+                  "ended_ago_ms": 60000},
+  "last_attempt": null | {"outcome": "skipped", "ended_ago_ms": 120000}}]}"#,
     );
     let states: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
     para(
@@ -65,7 +66,9 @@ pub fn json_output(r: &mut Roff) {
              `liveness` is alive, dead or unknown; `paused` is the first of `pauses`, every \
              pause standing on the job (`owner` null for a pause without `--as`; `all` for \
              `pause --all`); `containers` is the engine a pass declared with `run \
-             --containers`, whose answer about the pass's label the verdict includes.",
+             --containers`, whose answer about the pass's label the verdict includes. \
+             `last` is the last pass that took a slot; `last_attempt` the last pass of any \
+             kind (a skip shows that the scheduler fired).",
             either(&states)
         ),
     );
@@ -90,11 +93,13 @@ pub fn json_output(r: &mut Roff) {
              are null for a pass that took no slot; `exit_code` is null when the command \
              died of `signal`; the command started `waited_ms` after `started_at_ms` (null \
              for passes recorded before jobrun kept it) and ran `duration_ms`; `outcome` is \
-             {} (OUTCOMES above). An abandoned pass has `freed`: `reason` (dead, \
-             lapsed-unknown, forfeited or forced), `by` (who freed it) and `evidence` (the \
-             verdict it was freed on, naming the evidence asked: its processes and, for a \
-             `run --containers` pass, its containers; null for a ghost waiter). The summary \
-             counts durations of the passes that ran a command.",
+             {} (OUTCOMES above); `freed` is null unless someone other than the pass freed \
+             its slot or removed its queue row: then it says why (`reason`: dead, \
+             lapsed-unknown, forfeited or forced), who (`by`) and on what verdict \
+             (`evidence`, naming what was asked: the pass's processes and, for a `run \
+             --containers` pass, its containers; null for a ghost waiter). The summary \
+             counts durations of the passes that ran a command, over the passes that match \
+             `--since` and `--outcome` (never only the `--limit` shown).",
             either(&outcomes)
         ),
     );

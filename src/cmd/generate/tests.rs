@@ -471,7 +471,7 @@ fn files_are_the_paths_the_code_builds() {
         );
     }
     // This user's default store is one FILES names.
-    let default = crate::settings::store(None, None).unwrap();
+    let default = crate::settings::store(None, None).unwrap().spec;
     let StoreSpec::Sqlite(default, _) = default else {
         panic!("the default store is SQLite")
     };

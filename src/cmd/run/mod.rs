@@ -37,28 +37,26 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
-use crate::cmd::evidence;
+use crate::cmd::{evidence, open_to_write};
 use crate::evidence::Evidence;
 use crate::files::{remove_stale_lock, HolderLock};
 use crate::policy::lease::{Eviction, Holder, LeaseKey};
 use crate::process::this_process;
 use crate::report::{escape, utc_ms};
 use crate::say;
-use crate::settings::RunSettings;
+use crate::settings::{RunSettings, StoreChoice};
 use crate::spawn::HeldChild;
-use crate::store::{Acquire, AcquireRequest, Attempt, PauseInfo, StoreHandle, StorePin, StoreSpec};
+use crate::store::{Acquire, AcquireRequest, Attempt, PauseInfo, StoreHandle, StorePin};
 use crate::supervise::{self, Event};
 
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
-    let mut buf = [0u8; 6];
-    // SAFETY: getrandom writes at most buf.len() bytes into buf, which we
-    // own for the call.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != buf.len() as isize {
+    let buf = crate::random::bytes::<6>().unwrap_or_else(|| {
         let t = now_ms() as u64 ^ ((std::process::id() as u64) << 20);
-        buf.copy_from_slice(&t.to_le_bytes()[..6]);
-    }
+        let mut b = [0u8; 6];
+        b.copy_from_slice(&t.to_le_bytes()[..6]);
+        b
+    });
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -146,7 +144,8 @@ enum Taken {
     Done(i32),
 }
 
-pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
+pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
+    let spec = choice.spec.clone();
     // Handlers first: a TERM that arrives while we take the lease is queued
     // and acted on, never the default "die holding it".
     let (sender, events) = mpsc::channel();
@@ -164,7 +163,7 @@ pub fn run(spec: StoreSpec, settings: RunSettings) -> Result<i32> {
             );
         }
     }
-    let mut store = spec.open()?;
+    let mut store = open_to_write(choice)?;
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
     let evidence = evidence(&spec);
     let pass_id = new_pass_id();

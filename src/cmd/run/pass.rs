@@ -64,7 +64,8 @@ impl Ctx {
     /// Take a slot, evicting what `plan` names.
     pub(super) fn acquire(&mut self, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
-        let attempt = self.store.get()?.acquire(&self.req, &evict)?;
+        let req = &self.req;
+        let attempt = self.store.while_busy(|s| s.acquire(req, &evict))?;
         report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
     }
@@ -184,10 +185,8 @@ impl Ctx {
 
     pub(super) fn record_not_run(&mut self, outcome: Outcome) -> Result<()> {
         let pass = self.pass_record(None, outcome, None, None);
-        Ok(self
-            .store
-            .get()?
-            .record_pass(&pass, self.settings.keep_history)?)
+        let keep = self.settings.keep_history;
+        Ok(self.store.while_busy(|s| s.record_pass(&pass, keep))?)
     }
 
     fn pass_record(
@@ -355,7 +354,7 @@ impl Holding {
             ctx.settings.on_lost,
             &label,
         );
-        let exec_failed = child.exec_failure(&ctx.settings.argv_text[0]);
+        let exec_failed = child.exec_failure(&escape(&ctx.settings.argv_text[0]));
         if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {
             // The containers it started are the pass's work too.
             ctx.outlast_containers(engine, &label, &ended);
@@ -365,7 +364,12 @@ impl Holding {
             ctx.store = lease.into_store();
         }
         if let Some(e) = exec_failed {
-            say!("{}: {}", ctx.label(), e.message);
+            let hint = if e.code == exit::NOT_FOUND && shell_text(&ctx.settings.argv_text[0]) {
+                "; jobrun runs the command without a shell: use -- sh -c '...'"
+            } else {
+                ""
+            };
+            say!("{}: {}{hint}", ctx.label(), e.message);
             ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
             return Ok(e.code);
         }
@@ -380,4 +384,12 @@ impl Holding {
         ctx.finish(&key, outcome, ended.code, ended.signal);
         Ok(ended.exit_code())
     }
+}
+
+/// Whether a command name that was not found reads like a shell command
+/// line (`-- "echo hi; date"`): spaces or shell syntax in it.
+fn shell_text(argv0: &str) -> bool {
+    argv0
+        .chars()
+        .any(|c| c.is_whitespace() || ";|&$<>()`'\"*?~{}".contains(c))
 }

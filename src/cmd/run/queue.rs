@@ -32,6 +32,8 @@ impl Ctx {
     /// Promote this waiter if its turn has come, evicting what `plan` names.
     fn promote(&mut self, id: i64, plan: &[Planned]) -> Result<Acquire> {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
+        // A busy store is tried again at the next look (the queue loop
+        // keeps the waiter's place), not here: a stop must not wait on it.
         let attempt = self.store.get()?.promote(id, &self.req, &evict)?;
         report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
@@ -47,7 +49,8 @@ impl Ctx {
         }
         let wake = wake::watch(self.store.spec(), &self.req.pass_id, self.sender.clone());
         let coalesce = self.settings.coalesce.then_some(self.settings.argv_exact);
-        match self.store.get()?.enqueue(&self.req, coalesce)? {
+        let req = &self.req;
+        match self.store.while_busy(|s| s.enqueue(req, coalesce))? {
             Enqueue::Coalesced(p) => {
                 drop(held);
                 self.coalesced(&p).map(Taken::Done)

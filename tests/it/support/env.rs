@@ -76,7 +76,25 @@ fn skip_postgres() {
 }
 
 impl TestEnv {
+    /// A SQLite store that exists, with nothing in it: made as an operator
+    /// would make one before the first pass (`pause --all`, then
+    /// `resume --all`), so the line a new store announces itself with is
+    /// said here, not in the test.
     pub fn sqlite() -> TestEnv {
+        let env = TestEnv::sqlite_not_made();
+        for args in [&["pause", "--all"][..], &["resume", "--all"]] {
+            let out = env.run(args);
+            assert!(
+                out.status.success(),
+                "making the test store: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        env
+    }
+
+    /// A SQLite store path where no store exists yet.
+    pub fn sqlite_not_made() -> TestEnv {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("store.db").to_string_lossy().into_owned();
         TestEnv {
