@@ -1,8 +1,8 @@
 //! What the behaviour modules share, and nothing else: the TestEnv (a
 //! temporary store and the real binary), an assertion builder for one
 //! command, passes to act on, direct access to a store's tables, servers,
-//! users and a container engine a test owns. Behaviour modules import from here only, never
-//! from each other.
+//! users and a container engine a test owns. Behaviour modules import from
+//! here only, never from each other.
 
 pub mod assert;
 pub mod engine;
