@@ -235,7 +235,7 @@ fn the_postgres_wake_files_live_where_only_its_user_writes() {
 
 #[test]
 fn a_symlink_planted_as_the_store_is_refused_and_its_target_untouched() {
-    let env = TestEnv::sqlite();
+    let env = TestEnv::sqlite_not_made();
     // Dangling: the target must not be created.
     let missing = env.path("made-by-jobrun");
     symlink(&missing, &env.db).unwrap();
@@ -350,7 +350,7 @@ fn a_symlink_planted_by_another_user_as_the_store_is_refused() {
     let Some(user) = TempUser::create("l") else {
         return;
     };
-    let env = TestEnv::sqlite();
+    let env = TestEnv::sqlite_not_made();
     let target = env.path("etc-file");
     fs::write(&target, "root's file\n").unwrap();
     symlink(&target, &env.db).unwrap();
