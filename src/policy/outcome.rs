@@ -50,6 +50,20 @@ impl Outcome {
         self.ran_command() || self == Outcome::SpawnFailed
     }
 
+    /// The pass ended badly: what `check` counts as failing and the failure
+    /// hook fires on. Never a pass whose command never ran (skipped,
+    /// coalesced, a wait that ran out) and never an operator's `stopped`.
+    pub fn ended_badly(self) -> bool {
+        matches!(
+            self,
+            Outcome::Failed
+                | Outcome::Killed
+                | Outcome::LostLease
+                | Outcome::SpawnFailed
+                | Outcome::Abandoned
+        )
+    }
+
     /// What the outcome says about the pass, for the man pages.
     pub fn meaning(self) -> &'static str {
         match self {
@@ -289,6 +303,24 @@ impl PassRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_pass_that_ran_and_went_wrong_ended_badly() {
+        let bad: Vec<Outcome> = Outcome::ALL
+            .into_iter()
+            .filter(|o| o.ended_badly())
+            .collect();
+        assert_eq!(
+            bad,
+            [
+                Outcome::Failed,
+                Outcome::LostLease,
+                Outcome::SpawnFailed,
+                Outcome::Killed,
+                Outcome::Abandoned
+            ]
+        );
+    }
 
     #[test]
     fn how_a_command_ended_decides_its_outcome() {
