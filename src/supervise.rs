@@ -22,7 +22,7 @@ use crate::exit;
 use crate::process::{self, Group};
 use crate::say;
 use crate::signal::{signal_group, PassGroup};
-use crate::spawn::{RunningChild, FORWARDED};
+use crate::spawn::{taken_over, RunningChild};
 
 /// Everything the owner of the child reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,12 +38,14 @@ pub enum Event {
     Wake,
 }
 
-/// Route the forwarded signals to `events`. Call this before spawning
-/// anything: a signal that arrives early is then queued, not fatal, and
-/// because the handlers are real handlers (not SIG_IGN), exec resets them
-/// to default in the child.
+/// Route the forwarded signals jobrun takes over (`spawn::takes_over`: all
+/// but one its caller ignored, TERM always) to `events`. Call this before
+/// spawning anything: a signal that arrives early is then queued, not
+/// fatal, and because the handlers are real handlers (not SIG_IGN), exec
+/// resets them to default in the child.
 pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
-    let mut signals = Signals::new(FORWARDED)?;
+    // Read what the caller ignored before any handler replaces it.
+    let mut signals = Signals::new(taken_over())?;
     std::thread::Builder::new()
         .name("jobrun-signals".into())
         .spawn(move || {
@@ -230,6 +232,7 @@ fn group_runs(pgid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spawn::FORWARDED;
     use signal_hook::consts::signal::{SIGUSR1, SIGUSR2};
 
     #[test]
@@ -270,7 +273,7 @@ mod tests {
         );
         let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
         let (events, rx) = std::sync::mpsc::channel();
-        let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
+        let mut child = HeldChild::fork(&argv, &[], &[]).unwrap().release(1, 0);
         let pgid = child.id() as i32;
         watch_exit(child.id(), events).unwrap();
         let kill_after = Duration::from_millis(500);
