@@ -17,6 +17,24 @@ macro_rules! say {
     }};
 }
 
+/// Where a thread of a pass says what happened (the renewer, the owner of
+/// the child): the pass's stderr (`Log::stderr`), or whatever a test keeps
+/// to read back, so that unit tests print nothing of their own.
+#[derive(Clone)]
+pub struct Log(pub(crate) std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Log {
+    /// Each line on stderr as jobrun's own (`jobrun: ...`).
+    pub fn stderr() -> Log {
+        Log(std::sync::Arc::new(|line| say!("{line}")))
+    }
+
+    /// Say one line.
+    pub fn line(&self, line: std::fmt::Arguments) {
+        (self.0)(&line.to_string());
+    }
+}
+
 /// Text from the store as one visible line: control characters (C0, DEL,
 /// C1), ESC, and every character a name may not hold because it cannot be
 /// seen for what it is (`policy::names::hidden`: bidi, zero-width and other

@@ -20,7 +20,7 @@ use signal_hook::iterator::Signals;
 
 use crate::exit;
 use crate::process::{self, Group};
-use crate::say;
+use crate::report::Log;
 use crate::signal::{signal_group, PassGroup};
 use crate::spawn::{taken_over, RunningChild};
 
@@ -129,12 +129,15 @@ fn signal_own(child: &RunningChild, sig: i32) {
 /// Own the child until it is gone: forward signals, stop it when the lease
 /// is lost and the policy says so, KILL it `kill_after` a TERM or INT, reap
 /// it, and make sure nothing of its process group is left behind silently.
+/// What it does on its own (a KILL, a stop, leftovers ended) it says on
+/// `log`, each line prefixed with `label`.
 pub fn supervise(
     child: &mut RunningChild,
     events: &Receiver<Event>,
     kill_after: Duration,
     on_lost: OnLost,
     label: &str,
+    log: &Log,
 ) -> Ended {
     let mut stopped_by = None;
     let mut lease_lost = false;
@@ -149,10 +152,10 @@ pub fn supervise(
                 match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
                     Ok(e) => e,
                     Err(RecvTimeoutError::Timeout) => {
-                        say!(
+                        log.line(format_args!(
                             "{label}: child still running {} after TERM; sending KILL",
                             humantime::format_duration(kill_after)
-                        );
+                        ));
                         signal_own(child, libc::SIGKILL);
                         killed = true;
                         continue;
@@ -175,7 +178,7 @@ pub fn supervise(
             Event::LeaseLost | Event::MaxHold => {
                 lease_lost = true;
                 if on_lost == OnLost::Term {
-                    say!("{label}: stopping the pass (--on-lost term)");
+                    log.line(format_args!("{label}: stopping the pass (--on-lost term)"));
                     signal_own(child, libc::SIGTERM);
                     start_grace(&mut kill_at);
                 }
@@ -186,7 +189,7 @@ pub fn supervise(
     }
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
-    end_group_leftovers(child, kill_after, label);
+    end_group_leftovers(child, kill_after, label, log);
     let status = child.wait();
     Ended {
         code: status.and_then(|s| s.code()),
@@ -202,14 +205,16 @@ pub fn supervise(
 /// into the next pass. The leader is an unreaped zombie meanwhile, so the
 /// group id cannot be reused and `killpg` also reaches a member forked a
 /// moment before it.
-fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) {
+fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str, log: &Log) {
     let Some(pgid) = child.leader() else {
         return;
     };
     if !group_runs(pgid) {
         return;
     }
-    say!("{label}: the command left processes in its process group; sending TERM");
+    log.line(format_args!(
+        "{label}: the command left processes in its process group; sending TERM"
+    ));
     signal_own(child, libc::SIGTERM);
     let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
@@ -218,7 +223,9 @@ fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) 
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    say!("{label}: processes of the pass survived TERM; sending KILL");
+    log.line(format_args!(
+        "{label}: processes of the pass survived TERM; sending KILL"
+    ));
     signal_own(child, libc::SIGKILL);
 }
 
@@ -277,8 +284,20 @@ mod tests {
         let pgid = child.id() as i32;
         watch_exit(child.id(), events).unwrap();
         let kill_after = Duration::from_millis(500);
-        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = std::sync::Arc::clone(&lines);
+        let log = Log(std::sync::Arc::new(move |l: &str| {
+            sink.lock().unwrap().push(l.to_string())
+        }));
+        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t", &log);
         assert_eq!(ended.code, Some(3));
+        // Said on the pass's log (stderr in a pass), not on the test's.
+        let said = lines.lock().unwrap().clone();
+        assert!(
+            said.first()
+                .is_some_and(|l| l.starts_with("t: the command left processes")),
+            "{said:?}"
+        );
         // TERM reached the group while the leader was a zombie of ours.
         let stat = std::fs::read_to_string(&at_term).unwrap();
         let stat = process::parse_stat(&stat).unwrap();

@@ -368,6 +368,7 @@ impl Holding {
             ctx.settings.kill_after,
             ctx.settings.on_lost,
             &label,
+            &Log::stderr(),
         );
         let exec_failed = child.exec_failure(&escape(&ctx.settings.argv_text[0]));
         if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {
