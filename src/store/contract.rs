@@ -337,11 +337,17 @@ fn the_queue_is_served_in_order(s: &mut Subject) {
     let w1 = id(s.store.enqueue(&req("q", "w1", 1), None).unwrap());
     let w2 = id(s.store.enqueue(&req("q", "w2", 1), None).unwrap());
     assert_eq!(
-        s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result,
+        s.store
+            .promote(w1, &req("q", "w1", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Behind(1)
     );
     assert_eq!(
-        s.store.promote(w2, &req("q", "w2", 1), &[]).unwrap().result,
+        s.store
+            .promote(w2, &req("q", "w2", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Behind(2)
     );
     assert!(s.store.release(&held, None, &s.pin).unwrap());
@@ -351,10 +357,17 @@ fn the_queue_is_served_in_order(s: &mut Subject) {
         Acquire::Full
     );
     assert_eq!(
-        s.store.promote(w2, &req("q", "w2", 1), &[]).unwrap().result,
+        s.store
+            .promote(w2, &req("q", "w2", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Behind(2)
     );
-    let got = s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result;
+    let got = s
+        .store
+        .promote(w1, &req("q", "w1", 1), &[], &s.pin)
+        .unwrap()
+        .result;
     assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
     // Renewing the promoted waiter's row finds its lease: not a loss.
     let waiter = Held::Waiter {
@@ -370,7 +383,10 @@ fn the_queue_is_served_in_order(s: &mut Subject) {
     };
     assert_eq!(renew(s, &gone), Renewal::NotOurs);
     assert_eq!(
-        s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result,
+        s.store
+            .promote(w1, &req("q", "w1", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Gone
     );
 }
@@ -394,8 +410,8 @@ fn waiters_leave_by_compare_and_set(s: &mut Subject) {
     let Enqueue::Queued(w) = s.store.enqueue(&req("g", "w2", 1), None).unwrap() else {
         panic!("queued")
     };
-    assert!(s.store.depart(w).unwrap());
-    assert!(!s.store.depart(w).unwrap());
+    assert!(s.store.depart(w, &s.pin).unwrap());
+    assert!(!s.store.depart(w, &s.pin).unwrap());
     // The ghost is in history, once, as abandoned; the departed waiter
     // records its own pass.
     let h = s.store.history(&HistoryQuery {
@@ -449,7 +465,7 @@ fn the_declared_engine_is_kept_with_the_pass(s: &mut Subject) {
     let leases = s.store.leases(&["e".into()]).unwrap();
     assert_eq!(leases[0].containers, None);
     assert!(s.store.release(&held, None, &s.pin).unwrap());
-    let got = s.store.promote(id, &boxed, &[]).unwrap().result;
+    let got = s.store.promote(id, &boxed, &[], &s.pin).unwrap().result;
     assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
     let leases = s.store.leases(&["e".into()]).unwrap();
     assert_eq!(leases[0].pass_id, "w");

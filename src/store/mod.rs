@@ -370,11 +370,18 @@ pub trait Store: Send {
     fn enqueue(&mut self, req: &AcquireRequest, coalesce: Option<bool>) -> Result<Enqueue>;
     /// Promote waiter `id` if it is within the first free slots' worth of
     /// waiters, in arrival order, and the job is not paused. The waiter row
-    /// becomes a lease in the same transaction.
-    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
+    /// becomes a lease in the same transaction. Only in the store `pin`
+    /// names: a waiter's id means nothing in another.
+    fn promote(
+        &mut self,
+        id: i64,
+        req: &AcquireRequest,
+        evict: &[Eviction],
+        pin: &StorePin,
+    ) -> Result<Attempt>;
     /// A waiter leaves the queue by itself (it gave up, was stopped): its
-    /// row goes; it records its own pass.
-    fn depart(&mut self, id: i64) -> Result<bool>;
+    /// row goes, only from the store `pin` names; it records its own pass.
+    fn depart(&mut self, id: i64, pin: &StorePin) -> Result<bool>;
     /// Remove a ghost waiter, if `decision` still holds for its row as read
     /// in the transaction, and record its pass as `abandoned` by `by` in
     /// the same transaction.

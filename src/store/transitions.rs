@@ -334,9 +334,17 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
+    fn promote(
+        &mut self,
+        id: i64,
+        req: &AcquireRequest,
+        evict: &[Eviction],
+        pin: &StorePin,
+    ) -> Result<Attempt> {
+        pinned_file(pin)?;
         let mut evicted = Vec::new();
         let result = self.backend.write(&mut |c| {
+            still_pinned(c, pin)?;
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
             evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
@@ -357,8 +365,10 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(Attempt { result, evicted })
     }
 
-    fn depart(&mut self, id: i64) -> Result<bool> {
+    fn depart(&mut self, id: i64, pin: &StorePin) -> Result<bool> {
+        pinned_file(pin)?;
         self.backend.write(&mut |c| {
+            still_pinned(c, pin)?;
             let n = c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
             Ok(n > 0)
         })

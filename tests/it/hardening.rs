@@ -40,9 +40,14 @@ fn all_history(env: &TestEnv) -> HistoryReport {
 /// Make jobrun's schema in the (new, empty) database, as the first jobrun
 /// to reach it would.
 fn make_store(env: &TestEnv) {
+    make_store_at(env, &env.db);
+}
+
+fn make_store_at(env: &TestEnv, db: &str) {
     for args in [&["pause", "--all"][..], &["resume", "--all"]] {
         Jobrun::new(env)
             .args(args)
+            .env("JOBRUN_DB", db)
             .any_stderr("a new store announces itself")
             .run();
     }
@@ -90,7 +95,9 @@ fn a_pass_is_not_recorded_in_a_database_recreated_under_it() {
 }
 
 /// The same for a schema dropped and re-created under a pass whose lease
-/// is long: no renewal comes between, the release alone must tell.
+/// is long: no renewal comes between, the release alone must tell. A pass
+/// queued behind it finds at its next look that its store is gone: one
+/// line, exit 125, and nothing of it in the new store either.
 #[test]
 fn a_pass_is_not_recorded_in_a_schema_recreated_under_it() {
     let Some(env) = TestEnv::postgres() else {
@@ -99,8 +106,34 @@ fn a_pass_is_not_recorded_in_a_schema_recreated_under_it() {
     let child = held_child(&env, "h", "");
     let pass = env.start("pass", &["run", "j", "--", &child]);
     assert!(env.wait_for_file("h.ready", Duration::from_secs(10)));
-    write_rows(&env, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
-    make_store(&env);
+    let waiter = env.start(
+        "waiter",
+        &["run", "--wait", "1h", "j", "--", "touch", "w.ran"],
+    );
+    assert!(wait_until(Duration::from_secs(10), || env
+        .find_job("j")
+        .is_some_and(|j| j.queue.length == 1)));
+    // A new store made beside it (schema `fresh`) takes its place in one
+    // transaction, so the waiter's polls never find the tables missing.
+    write_rows(&env, "CREATE SCHEMA fresh");
+    make_store_at(&env, &format!("{}?options=-csearch_path%3Dfresh", env.db));
+    write_rows(
+        &env,
+        "DROP SCHEMA public CASCADE; ALTER SCHEMA fresh RENAME TO public",
+    );
+    // It looks at least every 5 s (the new store's NOTIFY wakes it sooner).
+    assert_eq!(
+        env.wait_exit(waiter, Duration::from_secs(20)),
+        Some(125),
+        "{}",
+        env.stderr_of("waiter")
+    );
+    let err = env.stderr_of("waiter");
+    assert!(
+        err.contains("not the one this pass started with") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!env.path("w.ran").exists());
     fs::write(env.path("h.done"), "").unwrap();
     assert_eq!(env.wait_exit(pass, Duration::from_secs(20)), Some(0));
     let err = env.stderr_of("pass");
