@@ -27,7 +27,8 @@ pub struct Cli {
     /// A password written here shows in ps to every user for the whole
     /// pass: use ~/.pgpass, PGPASSFILE or a client certificate. A
     /// JOBRUN_DB that holds a password is removed from the command's
-    /// environment.
+    /// environment (a jobrun inside it then needs ~/.pgpass or its own
+    /// --db).
     #[arg(long, global = true, env = "JOBRUN_DB", value_name = "PATH|URL")]
     pub db: Option<String>,
 

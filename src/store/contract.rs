@@ -691,6 +691,16 @@ fn a_pass_is_not_recorded_in_another_database() {
         ..HistoryQuery::default()
     };
     assert!(s.store.history(&q).unwrap().is_empty());
+    // A waiter's id names nothing there: neither promoted nor departed.
+    let Enqueue::Queued(w) = s.store.enqueue(&req("d", "w", 1), None).unwrap() else {
+        panic!("queued")
+    };
+    let got = s.store.promote(w, &req("d", "w", 1), &[], &elsewhere);
+    assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
+    let got = s.store.depart(w, &elsewhere);
+    assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
+    assert_eq!(s.store.waiters(&["d".into()]).unwrap().len(), 1);
     // In its own store the lease was still held, and is released.
     assert!(s.store.release(&k, None, &s.pin).unwrap());
+    assert!(s.store.depart(w, &s.pin).unwrap());
 }
