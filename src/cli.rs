@@ -24,6 +24,11 @@ pub struct Cli {
     /// fill what it leaves out).
     /// Default: /var/lib/jobrun/jobrun.db for root,
     /// $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise.
+    /// A password written here shows in ps to every user for the whole
+    /// pass: use ~/.pgpass, PGPASSFILE or a client certificate. A
+    /// JOBRUN_DB that holds a password is removed from the command's
+    /// environment (a jobrun inside it then needs ~/.pgpass or its own
+    /// --db).
     #[arg(long, global = true, env = "JOBRUN_DB", value_name = "PATH|URL")]
     pub db: Option<String>,
 
@@ -190,7 +195,8 @@ pub struct RunArgs {
     /// The job: 1-200 printable characters, no whitespace at either end, no
     /// control, bidirectional-override (U+202A-U+202E, U+2066-U+2069,
     /// U+200E, U+200F, U+061C) or zero-width (U+200B-U+200D, U+2060, U+FEFF)
-    /// characters.
+    /// characters, nor any other invisible (Default_Ignorable), unassigned
+    /// or private-use code point.
     pub name: String,
 
     /// The command and its arguments, run directly (no shell); passed

@@ -14,11 +14,8 @@
 
 use std::fmt;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use crate::say;
 
 /// What one renewal attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,21 +56,8 @@ pub struct RenewerConfig {
     pub log: Log,
 }
 
-/// Where the renewer says what happened to the lease: a pass's stderr
-/// (`Log::stderr`), or whatever a test keeps to read back.
-#[derive(Clone)]
-pub struct Log(Arc<dyn Fn(&str) + Send + Sync>);
-
-impl Log {
-    /// Each line on stderr as jobrun's own (`jobrun: ...`).
-    pub fn stderr() -> Log {
-        Log(Arc::new(|line| say!("{line}")))
-    }
-
-    fn line(&self, line: fmt::Arguments) {
-        (self.0)(&line.to_string());
-    }
-}
+/// Where the renewer says what happened to the lease (`report::Log`).
+pub use crate::report::Log;
 
 /// One line to the renewer's log: `log!(cfg, "format", args...)`.
 macro_rules! log {

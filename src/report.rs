@@ -17,25 +17,30 @@ macro_rules! say {
     }};
 }
 
-/// Characters that reorder or hide text on screen: bidirectional overrides,
-/// embeddings, isolates and marks, and zero-width characters. Job names
-/// refuse them; shown text renders them as escapes.
-pub fn is_invisible_or_bidi(c: char) -> bool {
-    matches!(
-        c,
-        '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2069}'
-            | '\u{061C}'
-            | '\u{FEFF}'
-            | '\u{2028}'
-            | '\u{2029}'
-    )
+/// Where a thread of a pass says what happened (the renewer, the owner of
+/// the child): the pass's stderr (`Log::stderr`), or whatever a test keeps
+/// to read back, so that unit tests print nothing of their own.
+#[derive(Clone)]
+pub struct Log(pub(crate) std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Log {
+    /// Each line on stderr as jobrun's own (`jobrun: ...`).
+    pub fn stderr() -> Log {
+        Log(std::sync::Arc::new(|line| say!("{line}")))
+    }
+
+    /// Say one line.
+    pub fn line(&self, line: std::fmt::Arguments) {
+        (self.0)(&line.to_string());
+    }
 }
 
 /// Text from the store as one visible line: control characters (C0, DEL,
-/// C1), ESC, and bidi or zero-width characters become escapes (`\n`, `\t`,
-/// `\r`, `\e`, `\u{202e}`); everything else is kept as it is.
+/// C1), ESC, and every character a name may not hold because it cannot be
+/// seen for what it is (`policy::names::hidden`: bidi, zero-width and other
+/// default-ignorable, unassigned and private-use code points) become
+/// escapes (`\n`, `\t`, `\r`, `\e`, `\u{202e}`); everything else is kept
+/// as it is.
 pub fn escape(s: &str) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(s.len());
@@ -45,7 +50,7 @@ pub fn escape(s: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             '\u{1b}' => out.push_str("\\e"),
-            c if c.is_control() || is_invisible_or_bidi(c) => {
+            c if c.is_control() || crate::policy::names::hidden(c).is_some() => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -135,6 +140,11 @@ mod tests {
         assert_eq!(escape("a\u{202e}b\u{200b}"), "a\\u{202e}b\\u{200b}");
         assert_eq!(escape("\u{7f}\u{9b}\r\t"), "\\u{7f}\\u{9b}\\r\\t");
         assert_eq!(escape("café ✓"), "café ✓");
+        // Invisible, unassigned and private-use code points too.
+        assert_eq!(
+            escape("deploy\u{fe00}\u{ad}\u{e0001}\u{378}\u{e000}"),
+            "deploy\\u{fe00}\\u{ad}\\u{e0001}\\u{378}\\u{e000}"
+        );
     }
 
     #[test]

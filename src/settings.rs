@@ -13,6 +13,7 @@ use anyhow::{bail, Result};
 use crate::cli::RunArgs;
 use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
+use crate::policy::names;
 use crate::policy::pause::PauseScope;
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
@@ -68,11 +69,28 @@ pub fn duration_at_most(
     Ok(d)
 }
 
-/// A job name: 1-200 printable characters, no control characters, no
-/// bidirectional-override or zero-width characters (they make one name look
-/// like another, or reorder the line it is shown in), no whitespace at
-/// either end.
+/// A job name: 1-200 printable characters, no control characters, nothing
+/// that cannot be seen for what it is (`policy::names::hidden`: bidi and
+/// zero-width characters, which reorder or hide text, every other
+/// default-ignorable code point, unassigned and private-use code points;
+/// they make one name look like another), no whitespace at either end.
 pub fn job_name(name: &str) -> Result<String> {
+    if let Some(c) = name.chars().find(|&c| names::hidden(c).is_some()) {
+        bail!(
+            "invalid job name \"{}\": it contains U+{:04X}, {}",
+            crate::report::escape(name),
+            c as u32,
+            names::hidden(c).map(|h| h.what()).unwrap_or_default()
+        );
+    }
+    name_as_stored(name)
+}
+
+/// The rules of `job_name` a name the store already holds still keeps:
+/// all but the characters `policy::names::hidden` refuses, so that a job
+/// stored under such a name (by an older jobrun, or by a writer of the
+/// store) can still be shown, escaped, and forgotten.
+fn name_as_stored(name: &str) -> Result<String> {
     if name.is_empty() {
         bail!("invalid job name: it is empty; use 1-{MAX_NAME_LEN} printable characters, e.g. feeds.poll");
     }
@@ -83,21 +101,16 @@ pub fn job_name(name: &str) -> Result<String> {
         );
     }
     if name.chars().any(char::is_control) {
-        bail!("invalid job name {name:?}: it contains a control character");
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|&c| crate::report::is_invisible_or_bidi(c))
-    {
         bail!(
-            "invalid job name \"{}\": it contains U+{:04X}, a bidirectional or zero-width \
-             character that hides or reorders text",
-            crate::report::escape(name),
-            c as u32
+            "invalid job name \"{}\": it contains a control character",
+            crate::report::escape(name)
         );
     }
     if name.trim() != name {
-        bail!("invalid job name {name:?}: it starts or ends with whitespace");
+        bail!(
+            "invalid job name \"{}\": it starts or ends with whitespace",
+            crate::report::escape(name)
+        );
     }
     if name == PauseScope::ALL_KEY {
         bail!("`*` is not a job name: it means all jobs; use --all");
@@ -107,14 +120,15 @@ pub fn job_name(name: &str) -> Result<String> {
 
 /// The name of a job the store may already hold, to look it up (status,
 /// history, forget): the rules of `job_name`, except those made after a
-/// store could have taken the name (`*`, now the "all jobs" scope), so that
-/// such a job can still be shown and forgotten. Lookups bind the name as a
-/// value and every output escapes it.
+/// store could have taken the name (`*`, now the "all jobs" scope, and the
+/// invisible, unassigned and private-use characters), so that such a job
+/// can still be shown and forgotten. Lookups bind the name as a value and
+/// every output escapes it.
 pub fn stored_job_name(name: &str) -> Result<String> {
     if name == PauseScope::ALL_KEY {
         return Ok(name.to_string());
     }
-    job_name(name)
+    name_as_stored(name)
 }
 
 /// The owner tag of a pause (`--as TAG`): 1-64 ASCII letters, digits and
@@ -126,8 +140,9 @@ pub fn pause_owner(tag: &str) -> Result<String> {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
     if !ok {
         bail!(
-            "invalid --as {tag:?}: a tag is 1-64 ASCII letters, digits, '.', '_', '-' or ':' \
-             (e.g. --as upgrade)"
+            "invalid --as \"{}\": a tag is 1-64 ASCII letters, digits, '.', '_', '-' or ':' \
+             (e.g. --as upgrade)",
+            crate::report::escape(tag)
         );
     }
     Ok(tag.to_string())
@@ -398,6 +413,20 @@ mod tests {
         assert!(stored_job_name("*").is_ok());
         assert!(stored_job_name("").is_err());
         assert!(stored_job_name(" j").is_err());
+        // Invisible, unassigned and private-use characters: refused in a
+        // new name, found in a stored one.
+        for name in [
+            "deploy\u{fe00}",
+            "a\u{ad}b",
+            "a\u{e0041}",
+            "a\u{378}",
+            "a\u{e000}",
+        ] {
+            let e = job_name(name).unwrap_err().to_string();
+            assert!(e.contains("U+") && !e.contains(name), "{e}");
+            assert_eq!(stored_job_name(name).unwrap(), name);
+        }
+        assert!(stored_job_name("a\nb").is_err());
     }
 
     #[test]

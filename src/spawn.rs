@@ -37,6 +37,40 @@ use crate::process::start_time;
 /// wrapper's handlers and report its own signals as the wrapper's.
 pub const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
 
+/// Whether jobrun takes a forwarded signal over (handles it, forwards it,
+/// and gives the command its default), given whether it was ignored when
+/// jobrun started. A signal its caller ignored stays ignored, for jobrun
+/// and for the command: HUP under `nohup`, INT and QUIT for a background
+/// job of a non-interactive shell. TERM is the one exception: always
+/// handled and forwarded, so `stop-due` and systemd can stop the pass.
+pub fn takes_over(sig: i32, ignored_at_start: bool) -> bool {
+    sig == SIGTERM || !ignored_at_start
+}
+
+/// The forwarded signals jobrun takes over (`takes_over`), read from the
+/// dispositions it started with. The first call must come before any
+/// handler is installed: `supervise::watch_signals` makes it.
+pub fn taken_over() -> &'static [i32] {
+    static TAKEN: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
+    TAKEN.get_or_init(|| {
+        FORWARDED
+            .iter()
+            .copied()
+            .filter(|&sig| takes_over(sig, ignored_now(sig)))
+            .collect()
+    })
+}
+
+/// Whether `sig` is ignored now, read without changing it.
+fn ignored_now(sig: i32) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out-parameter; a null new
+    // action only reads the disposition.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 /// What the command finds in its environment: the job's name, its fencing
 /// token and its slot (and `process::identity::PASS_ENV`, its pass id).
 pub const JOB_ENV: &str = "JOBRUN_JOB";
@@ -153,6 +187,9 @@ fn read_exact(fd: impl AsFd, buf: &mut [u8]) -> bool {
 struct Exec<'a> {
     /// Where exec looks for the command, in order.
     paths: &'a [CString],
+    /// The signals given back their default: those jobrun took over, and
+    /// PIPE (which the wrapper ignores).
+    reset: &'a [i32],
     /// NULL-terminated argv and environment.
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -162,7 +199,8 @@ struct Exec<'a> {
 }
 
 /// The held process, from fork to exec: put itself in a process group of
-/// its own, give the forwarded signals back their default, wait for the
+/// its own, give the signals jobrun took over back their default (one its
+/// caller ignored stays ignored), wait for the
 /// token, write it into the environment, exec. Never returns: exec, or
 /// `_exit` with 127 (not found), 126 (cannot execute) or `ABORTED` (the
 /// wrapper went away or aborted it), the errno reported down `err_w`.
@@ -183,7 +221,7 @@ unsafe fn become_command(
     let _ = nix::unistd::close(go_w);
     let _ = nix::unistd::close(err_r);
     let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
-    for sig in FORWARDED.iter().copied().chain([libc::SIGPIPE]) {
+    for &sig in exec.reset {
         if let Ok(sig) = Signal::try_from(sig) {
             // SAFETY: setting the default disposition installs no handler.
             let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
@@ -226,11 +264,13 @@ unsafe fn become_command(
 
 impl HeldChild {
     /// Fork `argv` (run directly, found on PATH like `execvp`) with the
-    /// wrapper's environment plus `env`, and hold it before exec. The held
-    /// process later receives `JOBRUN_TOKEN` and `JOBRUN_SLOT`.
+    /// wrapper's environment without the variables `unset` names, plus
+    /// `env`, and hold it before exec. The held process later receives
+    /// `JOBRUN_TOKEN` and `JOBRUN_SLOT`.
     pub fn fork(
         argv: &[std::ffi::OsString],
         env: &[(&str, String)],
+        unset: &[&str],
     ) -> Result<HeldChild, SpawnError> {
         let failed = |what: &str, e: io::Error| SpawnError {
             code: exit::JOBRUN_FAILED,
@@ -243,11 +283,17 @@ impl HeldChild {
         let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
         arg_ptrs.push(std::ptr::null());
         let paths = candidates(&argv[0])?;
+        let reset: Vec<i32> = taken_over()
+            .iter()
+            .copied()
+            .chain([libc::SIGPIPE])
+            .collect();
 
         let ours = |k: &[u8]| {
             k == TOKEN_ENV.as_bytes()
                 || k == SLOT_ENV.as_bytes()
                 || env.iter().any(|(n, _)| n.as_bytes() == k)
+                || unset.iter().any(|n| n.as_bytes() == k)
         };
         let mut vars: Vec<Vec<u8>> = Vec::new();
         for (k, v) in std::env::vars_os() {
@@ -274,6 +320,7 @@ impl HeldChild {
         };
         let exec = Exec {
             paths: &paths,
+            reset: &reset,
             argv: arg_ptrs.as_ptr(),
             envp: env_ptrs.as_ptr().cast(),
             token_digits: digits_of(token_at, TOKEN_ENV),
@@ -455,6 +502,16 @@ impl Drop for RunningChild {
 mod tests {
     use super::*;
 
+    /// An ignore the caller set is kept, but TERM's: TERM always stops a
+    /// pass.
+    #[test]
+    fn an_inherited_ignore_is_kept_but_for_term() {
+        for sig in FORWARDED {
+            assert!(takes_over(sig, false), "{sig}");
+            assert_eq!(takes_over(sig, true), sig == SIGTERM, "{sig}");
+        }
+    }
+
     #[test]
     fn decimals_are_written_in_place() {
         let mut buf = placeholder("JOBRUN_TOKEN", TOKEN_DIGITS);
@@ -481,13 +538,13 @@ mod tests {
         ];
         // Aborted: the command never runs, even when the held process was
         // stopped and cannot read its pipe.
-        let held = HeldChild::fork(&argv, &[]).unwrap();
+        let held = HeldChild::fork(&argv, &[], &[]).unwrap();
         assert!(held.proc().start > 0);
         nix::sys::signal::kill(Pid::from_raw(held.proc().pid), Signal::SIGSTOP).unwrap();
         drop(held);
         assert!(!marker.exists());
         // Released: it runs with its token.
-        let held = HeldChild::fork(&argv, &[]).unwrap();
+        let held = HeldChild::fork(&argv, &[], &[]).unwrap();
         let mut child = held.release(1_234_567_890_123, 7);
         assert!(child.wait().unwrap().success());
         assert!(child.exec_failure("sh").is_none());
@@ -498,7 +555,7 @@ mod tests {
     #[test]
     fn a_missing_command_is_reported_after_release() {
         let argv = vec![std::ffi::OsString::from("/nonexistent/jobrun-test-command")];
-        let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
+        let mut child = HeldChild::fork(&argv, &[], &[]).unwrap().release(1, 0);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(exit::NOT_FOUND));
         let e = child.exec_failure(&argv[0].to_string_lossy()).unwrap();

@@ -20,9 +20,9 @@ use signal_hook::iterator::Signals;
 
 use crate::exit;
 use crate::process::{self, Group};
-use crate::say;
+use crate::report::Log;
 use crate::signal::{signal_group, PassGroup};
-use crate::spawn::{RunningChild, FORWARDED};
+use crate::spawn::{taken_over, RunningChild};
 
 /// Everything the owner of the child reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,12 +38,14 @@ pub enum Event {
     Wake,
 }
 
-/// Route the forwarded signals to `events`. Call this before spawning
-/// anything: a signal that arrives early is then queued, not fatal, and
-/// because the handlers are real handlers (not SIG_IGN), exec resets them
-/// to default in the child.
+/// Route the forwarded signals jobrun takes over (`spawn::takes_over`: all
+/// but one its caller ignored, TERM always) to `events`. Call this before
+/// spawning anything: a signal that arrives early is then queued, not
+/// fatal, and because the handlers are real handlers (not SIG_IGN), exec
+/// resets them to default in the child.
 pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
-    let mut signals = Signals::new(FORWARDED)?;
+    // Read what the caller ignored before any handler replaces it.
+    let mut signals = Signals::new(taken_over())?;
     std::thread::Builder::new()
         .name("jobrun-signals".into())
         .spawn(move || {
@@ -127,12 +129,15 @@ fn signal_own(child: &RunningChild, sig: i32) {
 /// Own the child until it is gone: forward signals, stop it when the lease
 /// is lost and the policy says so, KILL it `kill_after` a TERM or INT, reap
 /// it, and make sure nothing of its process group is left behind silently.
+/// What it does on its own (a KILL, a stop, leftovers ended) it says on
+/// `log`, each line prefixed with `label`.
 pub fn supervise(
     child: &mut RunningChild,
     events: &Receiver<Event>,
     kill_after: Duration,
     on_lost: OnLost,
     label: &str,
+    log: &Log,
 ) -> Ended {
     let mut stopped_by = None;
     let mut lease_lost = false;
@@ -147,10 +152,10 @@ pub fn supervise(
                 match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
                     Ok(e) => e,
                     Err(RecvTimeoutError::Timeout) => {
-                        say!(
+                        log.line(format_args!(
                             "{label}: child still running {} after TERM; sending KILL",
                             humantime::format_duration(kill_after)
-                        );
+                        ));
                         signal_own(child, libc::SIGKILL);
                         killed = true;
                         continue;
@@ -173,7 +178,7 @@ pub fn supervise(
             Event::LeaseLost | Event::MaxHold => {
                 lease_lost = true;
                 if on_lost == OnLost::Term {
-                    say!("{label}: stopping the pass (--on-lost term)");
+                    log.line(format_args!("{label}: stopping the pass (--on-lost term)"));
                     signal_own(child, libc::SIGTERM);
                     start_grace(&mut kill_at);
                 }
@@ -184,7 +189,7 @@ pub fn supervise(
     }
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
-    end_group_leftovers(child, kill_after, label);
+    end_group_leftovers(child, kill_after, label, log);
     let status = child.wait();
     Ended {
         code: status.and_then(|s| s.code()),
@@ -200,14 +205,16 @@ pub fn supervise(
 /// into the next pass. The leader is an unreaped zombie meanwhile, so the
 /// group id cannot be reused and `killpg` also reaches a member forked a
 /// moment before it.
-fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) {
+fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str, log: &Log) {
     let Some(pgid) = child.leader() else {
         return;
     };
     if !group_runs(pgid) {
         return;
     }
-    say!("{label}: the command left processes in its process group; sending TERM");
+    log.line(format_args!(
+        "{label}: the command left processes in its process group; sending TERM"
+    ));
     signal_own(child, libc::SIGTERM);
     let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
@@ -216,7 +223,9 @@ fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) 
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    say!("{label}: processes of the pass survived TERM; sending KILL");
+    log.line(format_args!(
+        "{label}: processes of the pass survived TERM; sending KILL"
+    ));
     signal_own(child, libc::SIGKILL);
 }
 
@@ -230,6 +239,7 @@ fn group_runs(pgid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spawn::FORWARDED;
     use signal_hook::consts::signal::{SIGUSR1, SIGUSR2};
 
     #[test]
@@ -270,12 +280,24 @@ mod tests {
         );
         let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
         let (events, rx) = std::sync::mpsc::channel();
-        let mut child = HeldChild::fork(&argv, &[]).unwrap().release(1, 0);
+        let mut child = HeldChild::fork(&argv, &[], &[]).unwrap().release(1, 0);
         let pgid = child.id() as i32;
         watch_exit(child.id(), events).unwrap();
         let kill_after = Duration::from_millis(500);
-        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = std::sync::Arc::clone(&lines);
+        let log = Log(std::sync::Arc::new(move |l: &str| {
+            sink.lock().unwrap().push(l.to_string())
+        }));
+        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t", &log);
         assert_eq!(ended.code, Some(3));
+        // Said on the pass's log (stderr in a pass), not on the test's.
+        let said = lines.lock().unwrap().clone();
+        assert!(
+            said.first()
+                .is_some_and(|l| l.starts_with("t: the command left processes")),
+            "{said:?}"
+        );
         // TERM reached the group while the leader was a zombie of ours.
         let stat = std::fs::read_to_string(&at_term).unwrap();
         let stat = process::parse_stat(&stat).unwrap();

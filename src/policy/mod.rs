@@ -1,7 +1,7 @@
 //! The pure core: every rule jobrun keeps, decided once, with no I/O.
 //!
 //! Stores keep rows and commands gather evidence; both ask here what the
-//! rows mean: whether a lease lapsed or was forfeited (and on which clock),
+//! rows mean: which characters a name may hold, whether a lease lapsed or was forfeited (and on which clock),
 //! which holder may be freed, how many slots a job has, whether a pause
 //! stands, which queued pass a newcomer joins, how a pass ended, how the
 //! evidence of its processes and of its containers combine. Each rule has
@@ -10,9 +10,12 @@
 pub mod coalesce;
 pub mod containers;
 pub mod lease;
+pub mod names;
 pub mod outcome;
 pub mod pause;
 pub mod slots;
+#[rustfmt::skip]
+pub mod unicode;
 
 use serde::{Deserialize, Serialize};
 

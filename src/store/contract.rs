@@ -11,7 +11,8 @@ use super::postgres::PgStore;
 use super::sql::ClockOffset;
 use super::sqlite::SqliteStore;
 use super::{
-    Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Store, StorePin, StoreSpec,
+    Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Store, StoreError, StorePin,
+    StoreSpec,
 };
 use crate::policy::containers::Engine;
 use crate::policy::lease::{
@@ -201,12 +202,12 @@ fn take_renew_release(s: &mut Subject) {
         ..a.clone()
     };
     assert_eq!(renew(s, &Held::Lease(stale.clone())), Renewal::NotOurs);
-    assert!(!s.store.release(&stale, None).unwrap());
+    assert!(!s.store.release(&stale, None, &s.pin).unwrap());
     assert!(s
         .store
-        .release(&a, Some((&record("j", Outcome::Ok), 10)))
+        .release(&a, Some((&record("j", Outcome::Ok), 10)), &s.pin)
         .unwrap());
-    assert!(!s.store.release(&a, None).unwrap());
+    assert!(!s.store.release(&a, None, &s.pin).unwrap());
     assert_eq!(renew(s, &Held::Lease(a)), Renewal::NotOurs);
     let b = take(s, "j", "b");
     assert_eq!(b.slot, 0);
@@ -227,7 +228,7 @@ fn tokens_only_grow(s: &mut Subject) {
         let k = take(s, "t", &format!("p{i}"));
         assert!(k.token > last, "{} after {last}", k.token);
         last = k.token;
-        assert!(s.store.release(&k, None).unwrap());
+        assert!(s.store.release(&k, None, &s.pin).unwrap());
     }
     // A job forgotten and seen again still draws larger tokens.
     assert!(matches!(s.store.forget("t").unwrap(), Forget::Forgotten));
@@ -242,7 +243,7 @@ fn tokens_never_repeat_or_go_below_one(s: &mut Subject) {
     s.clock.advance_back(Duration::from_secs(60 * 31_557_600));
     let k = take(s, "n", "a");
     assert!(k.token >= 1, "{}", k.token);
-    assert!(s.store.release(&k, None).unwrap());
+    assert!(s.store.release(&k, None, &s.pin).unwrap());
     s.clock.advance(Duration::from_secs(60 * 31_557_600));
     // A writer of the store sets the counter to its largest value.
     (s.forge)("UPDATE jobs SET next_token = 9223372036854775807 WHERE name = 'n'");
@@ -314,7 +315,7 @@ fn the_smallest_slot_count_binds(s: &mut Subject) {
     let Acquire::Acquired(b) = b else {
         unreachable!()
     };
-    assert!(s.store.release(&b, None).unwrap());
+    assert!(s.store.release(&b, None, &s.pin).unwrap());
     // A newcomer asking for one slot while one is held: it binds.
     assert_eq!(
         s.store.acquire(&r("d", 1), &[]).unwrap().result,
@@ -336,24 +337,37 @@ fn the_queue_is_served_in_order(s: &mut Subject) {
     let w1 = id(s.store.enqueue(&req("q", "w1", 1), None).unwrap());
     let w2 = id(s.store.enqueue(&req("q", "w2", 1), None).unwrap());
     assert_eq!(
-        s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result,
+        s.store
+            .promote(w1, &req("q", "w1", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Behind(1)
     );
     assert_eq!(
-        s.store.promote(w2, &req("q", "w2", 1), &[]).unwrap().result,
+        s.store
+            .promote(w2, &req("q", "w2", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Behind(2)
     );
-    assert!(s.store.release(&held, None).unwrap());
+    assert!(s.store.release(&held, None, &s.pin).unwrap());
     // A pass that does not wait never jumps the queue.
     assert_eq!(
         s.store.acquire(&req("q", "late", 1), &[]).unwrap().result,
         Acquire::Full
     );
     assert_eq!(
-        s.store.promote(w2, &req("q", "w2", 1), &[]).unwrap().result,
+        s.store
+            .promote(w2, &req("q", "w2", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Behind(2)
     );
-    let got = s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result;
+    let got = s
+        .store
+        .promote(w1, &req("q", "w1", 1), &[], &s.pin)
+        .unwrap()
+        .result;
     assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
     // Renewing the promoted waiter's row finds its lease: not a loss.
     let waiter = Held::Waiter {
@@ -369,7 +383,10 @@ fn the_queue_is_served_in_order(s: &mut Subject) {
     };
     assert_eq!(renew(s, &gone), Renewal::NotOurs);
     assert_eq!(
-        s.store.promote(w1, &req("q", "w1", 1), &[]).unwrap().result,
+        s.store
+            .promote(w1, &req("q", "w1", 1), &[], &s.pin)
+            .unwrap()
+            .result,
         Acquire::Gone
     );
 }
@@ -393,8 +410,8 @@ fn waiters_leave_by_compare_and_set(s: &mut Subject) {
     let Enqueue::Queued(w) = s.store.enqueue(&req("g", "w2", 1), None).unwrap() else {
         panic!("queued")
     };
-    assert!(s.store.depart(w).unwrap());
-    assert!(!s.store.depart(w).unwrap());
+    assert!(s.store.depart(w, &s.pin).unwrap());
+    assert!(!s.store.depart(w, &s.pin).unwrap());
     // The ghost is in history, once, as abandoned; the departed waiter
     // records its own pass.
     let h = s.store.history(&HistoryQuery {
@@ -447,8 +464,8 @@ fn the_declared_engine_is_kept_with_the_pass(s: &mut Subject) {
     assert_eq!(waiters[0].containers.as_deref(), Some("podman"));
     let leases = s.store.leases(&["e".into()]).unwrap();
     assert_eq!(leases[0].containers, None);
-    assert!(s.store.release(&held, None).unwrap());
-    let got = s.store.promote(id, &boxed, &[]).unwrap().result;
+    assert!(s.store.release(&held, None, &s.pin).unwrap());
+    let got = s.store.promote(id, &boxed, &[], &s.pin).unwrap().result;
     assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
     let leases = s.store.leases(&["e".into()]).unwrap();
     assert_eq!(leases[0].pass_id, "w");
@@ -496,9 +513,11 @@ fn pauses_have_a_scope(s: &mut Subject) {
 fn history_is_pruned_per_job(s: &mut Subject) {
     for _ in 0..5 {
         s.store
-            .record_pass(&record("h", Outcome::Skipped), 3)
+            .record_pass(&record("h", Outcome::Skipped), 3, &s.pin)
             .unwrap();
-        s.store.record_pass(&record("k", Outcome::Ok), 3).unwrap();
+        s.store
+            .record_pass(&record("k", Outcome::Ok), 3, &s.pin)
+            .unwrap();
     }
     let q = |job: &str, outcome| HistoryQuery {
         job: Some(job.into()),
@@ -561,7 +580,7 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
     let mut ended = record("o", Outcome::Ok);
     ended.pass_id = "a".into();
     ended.token = Some(k.token);
-    assert!(!s.store.release(&k, Some((&ended, 10))).unwrap());
+    assert!(!s.store.release(&k, Some((&ended, 10)), &s.pin).unwrap());
     let h = s.store.history(&q).unwrap();
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(h[0].outcome, Outcome::Ok);
@@ -649,4 +668,39 @@ fn a_renewal_in_another_database_is_a_lost_store() {
         .unwrap();
     assert!(matches!(got, Renewal::StoreLost(_)), "{got:?}");
     assert_eq!(renew(&mut s, &Held::Lease(k)), Renewal::Renewed);
+}
+
+/// Nor does a pass write its release or its record into it: the pass is
+/// not recorded in a store that never knew it.
+#[test]
+fn a_pass_is_not_recorded_in_another_database() {
+    let Some(mut s) = postgres() else { return };
+    let k = take(&mut s, "d", "a");
+    let elsewhere = StorePin::Database("cluster/another".into());
+    let got = s
+        .store
+        .release(&k, Some((&record("d", Outcome::Ok), 10)), &elsewhere);
+    assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
+    let got = s
+        .store
+        .record_pass(&record("d", Outcome::Skipped), 10, &elsewhere);
+    assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
+    let q = HistoryQuery {
+        job: Some("d".into()),
+        limit: 10,
+        ..HistoryQuery::default()
+    };
+    assert!(s.store.history(&q).unwrap().is_empty());
+    // A waiter's id names nothing there: neither promoted nor departed.
+    let Enqueue::Queued(w) = s.store.enqueue(&req("d", "w", 1), None).unwrap() else {
+        panic!("queued")
+    };
+    let got = s.store.promote(w, &req("d", "w", 1), &[], &elsewhere);
+    assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
+    let got = s.store.depart(w, &elsewhere);
+    assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
+    assert_eq!(s.store.waiters(&["d".into()]).unwrap().len(), 1);
+    // In its own store the lease was still held, and is released.
+    assert!(s.store.release(&k, None, &s.pin).unwrap());
+    assert!(s.store.depart(w, &s.pin).unwrap());
 }

@@ -144,6 +144,8 @@ impl StoreHandle {
             std::thread::sleep(Duration::from_millis(pause));
             match self.get().and_then(&mut op) {
                 Ok(v) => return Ok(v),
+                // Another store will not become ours on a fresh connection.
+                Err(e @ StoreError::NotPinned(_)) => return Err(e),
                 Err(e) => {
                     self.close();
                     last = Some(e);

@@ -34,6 +34,7 @@ mod steps;
 mod transitions;
 
 pub use handle::{Held, StoreHandle, StoreLease};
+pub use pgconn::holds_password;
 
 /// What `notify_waiters` names when every job may have room (`resume
 /// --all`); not a valid job name (it has a control character).
@@ -70,6 +71,11 @@ pub enum StoreError {
     Missing(String),
     #[error("store {0}: {1}")]
     Other(String, String),
+    /// The store is not the one the pass started with (`StorePin`): it was
+    /// deleted, replaced, or dropped and re-created under the pass, which
+    /// writes nothing into it.
+    #[error("{0}")]
+    NotPinned(String),
 }
 
 impl StoreError {
@@ -320,8 +326,14 @@ pub trait Store: Send {
     fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
     /// Give the slot back, and record the pass (pruning its job's history
     /// to `keep`) in the same transaction: false if the row was no longer
-    /// ours. The pass is recorded either way.
-    fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool>;
+    /// ours. The pass is recorded either way, but only into the store it
+    /// started with: `StoreError::NotPinned` when `pin` names another.
+    fn release(
+        &mut self,
+        key: &LeaseKey,
+        pass: Option<(&PassRecord, u32)>,
+        pin: &StorePin,
+    ) -> Result<bool>;
     /// Remove a lease taken away by someone else (clear-locks, takeover),
     /// if its condition still holds, and record its pass as `abandoned` by
     /// `by` in the same transaction.
@@ -330,8 +342,9 @@ pub trait Store: Send {
     fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>>;
     /// Every job the store knows (all when `jobs` is empty).
     fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>>;
-    /// Record a pass and prune the job's history to its last `keep` passes.
-    fn record_pass(&mut self, pass: &PassRecord, keep: u32) -> Result<()>;
+    /// Record a pass and prune the job's history to its last `keep` passes,
+    /// into the store `pin` names only (`StoreError::NotPinned` otherwise).
+    fn record_pass(&mut self, pass: &PassRecord, keep: u32, pin: &StorePin) -> Result<()>;
     /// The latest passes that match `q`, newest start first.
     fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>>;
     /// Remove a job that is free (no holder, no waiter, no pause of its
@@ -357,11 +370,18 @@ pub trait Store: Send {
     fn enqueue(&mut self, req: &AcquireRequest, coalesce: Option<bool>) -> Result<Enqueue>;
     /// Promote waiter `id` if it is within the first free slots' worth of
     /// waiters, in arrival order, and the job is not paused. The waiter row
-    /// becomes a lease in the same transaction.
-    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
+    /// becomes a lease in the same transaction. Only in the store `pin`
+    /// names: a waiter's id means nothing in another.
+    fn promote(
+        &mut self,
+        id: i64,
+        req: &AcquireRequest,
+        evict: &[Eviction],
+        pin: &StorePin,
+    ) -> Result<Attempt>;
     /// A waiter leaves the queue by itself (it gave up, was stopped): its
-    /// row goes; it records its own pass.
-    fn depart(&mut self, id: i64) -> Result<bool>;
+    /// row goes, only from the store `pin` names; it records its own pass.
+    fn depart(&mut self, id: i64, pin: &StorePin) -> Result<bool>;
     /// Remove a ghost waiter, if `decision` still holds for its row as read
     /// in the transaction, and record its pass as `abandoned` by `by` in
     /// the same transaction.

@@ -340,6 +340,25 @@ pub fn redact(db: &str) -> String {
     }
 }
 
+/// Whether a `--db` value carries a password (or a client key's
+/// passphrase), as a URL or a `key=value` string. Such a value is not
+/// handed on: `JOBRUN_DB` holding one is removed from the command's
+/// environment.
+pub fn holds_password(db: &str) -> bool {
+    match ConnParams::parse(db) {
+        Ok(p) => SECRET_KEYS.iter().any(|k| p.get(k).is_some()),
+        // One that does not parse may still carry one.
+        Err(_) => {
+            Url::split(db).is_some_and(|u| !u.secrets().is_empty())
+                || (looks_like_keyword_string(db)
+                    && db
+                        .split_whitespace()
+                        .filter_map(|w| w.split_once('='))
+                        .any(|(k, _)| is_secret_key(k)))
+        }
+    }
+}
+
 /// The secrets written in `db` if it is a URL (its password wherever it
 /// sits), raw and decoded, so that a message quoting one can have it
 /// removed. Neither the client nor the server quotes a password; this is a
@@ -606,6 +625,30 @@ mod tests {
         assert_eq!(s.hosts(), vec!["/var/run/postgresql".to_string()]);
         assert_eq!(parsed("host='a b' user='it\\'s'").get("user"), Some("it's"));
         assert_eq!(parsed("postgres://[::1]:5433/d").get("host"), Some("::1"));
+    }
+
+    #[test]
+    fn a_password_is_found_wherever_it_is_written() {
+        for db in [
+            "postgres://jobrun:pw@db1/jobs",
+            "postgresql://jobrun@db1/jobs?password=pw",
+            "host=db1 user=jobrun password=pw",
+            "host=db1 sslpassword=pw",
+            // Strings that do not parse still carry one.
+            "postgres://jobrun:pw@db1/jobs?bogus=1",
+            "host=db1 password='pw",
+        ] {
+            assert!(holds_password(db), "{db}");
+        }
+        for db in [
+            "/var/lib/jobrun/jobrun.db",
+            "/srv/password=1/jobrun.db",
+            "postgres://jobrun@db1/jobs",
+            "host=db1 user=jobrun sslmode=verify-full",
+            "postgres:///jobs?host=/run/postgresql",
+        ] {
+            assert!(!holds_password(db), "{db}");
+        }
     }
 
     #[test]

@@ -529,6 +529,25 @@ impl Conn for PgTx<'_> {
         Ok(())
     }
 
+    fn identity(&mut self, pinned: &str) -> Result<Option<String>> {
+        // As the renewal reads it: a pin taken without the cluster's
+        // identifier is compared on the stamp alone.
+        let identity = if pinned.starts_with("cluster/") {
+            STAMP_IDENTITY
+        } else {
+            IDENTITY
+        };
+        let rows = self.query(
+            &format!("SELECT {identity} AS identity FROM jobrun_store LIMIT 1"),
+            &[],
+        )?;
+        Ok(Some(
+            rows.first()
+                .and_then(|r| r.opt_text("identity"))
+                .unwrap_or_else(|| "cluster/".into()),
+        ))
+    }
+
     fn lock_job(&mut self, job: &str) -> Result<Option<i64>> {
         let rows = self.query(
             "SELECT next_token FROM jobs WHERE name = $1 FOR UPDATE",

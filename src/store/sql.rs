@@ -171,6 +171,12 @@ pub trait Conn {
     fn notify_waiters(&mut self, _job: &str) -> Result<()> {
         Ok(())
     }
+    /// The database's identity as this transaction sees it, read the way
+    /// `pinned` was (`Store::identity`); `None` where the file itself is
+    /// the identity (SQLite: `StorePin::check_file`).
+    fn identity(&mut self, _pinned: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// A renewal as both stores run it: the compare-and-set on the row a

@@ -8,7 +8,7 @@ use super::rows::{
     WAITER_COLS,
 };
 use super::sql::{marks, millis, Conn, Value};
-use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError};
+use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError, StorePin};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
@@ -24,6 +24,27 @@ pub fn job_filter(col: &str, jobs: &[String], first: usize) -> (String, Vec<Valu
         format!("{col} IN ({})", marks(first, jobs.len())),
         jobs.iter().map(|j| j.as_str().into()).collect(),
     )
+}
+
+/// A pass writes only into the store it started with: the file `pin`
+/// names is still at its path (checked before a connection is used).
+pub fn pinned_file(pin: &StorePin) -> Result<()> {
+    pin.check_file().map_err(StoreError::NotPinned)
+}
+
+/// A pass writes only into the store it started with: the database this
+/// transaction sees is the one `pin` names (PostgreSQL: a database or
+/// schema dropped and re-created under the pass has another identity).
+pub fn still_pinned(c: &mut dyn Conn, pin: &StorePin) -> Result<()> {
+    let Some(pinned) = pin.database() else {
+        return Ok(());
+    };
+    match c.identity(pinned)? {
+        Some(now) if now != pinned => Err(StoreError::NotPinned(StorePin::another_database(
+            &now, pinned,
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The meta key under which the store keeps the largest fencing-token

@@ -17,7 +17,7 @@ use super::rows::{
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
 use super::steps::{
     ensure_job, evict_all, evict_in, insert_pass, job_filter, meta, occupancy, pause_of, pauses_on,
-    take_slot, waiters_of, FORGOTTEN_TOKENS,
+    pinned_file, still_pinned, take_slot, waiters_of, FORGOTTEN_TOKENS,
 };
 use super::{
     Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, Result, Store,
@@ -73,8 +73,15 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(Attempt { result, evicted })
     }
 
-    fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool> {
+    fn release(
+        &mut self,
+        key: &LeaseKey,
+        pass: Option<(&PassRecord, u32)>,
+        pin: &StorePin,
+    ) -> Result<bool> {
+        pinned_file(pin)?;
         self.backend.write(&mut |c| {
+            still_pinned(c, pin)?;
             let n = c.exec(
                 "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
                 &[key.job.as_str().into(), key.slot.into(), key.token.into()],
@@ -145,8 +152,10 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn record_pass(&mut self, p: &PassRecord, keep: u32) -> Result<()> {
+    fn record_pass(&mut self, p: &PassRecord, keep: u32, pin: &StorePin) -> Result<()> {
+        pinned_file(pin)?;
         self.backend.write(&mut |c| {
+            still_pinned(c, pin)?;
             let clock = c.clock()?;
             ensure_job(c, &p.job, &clock)?;
             insert_pass(c, p, Some(keep), clock.now_ms)
@@ -325,9 +334,17 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
-    fn promote(&mut self, id: i64, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
+    fn promote(
+        &mut self,
+        id: i64,
+        req: &AcquireRequest,
+        evict: &[Eviction],
+        pin: &StorePin,
+    ) -> Result<Attempt> {
+        pinned_file(pin)?;
         let mut evicted = Vec::new();
         let result = self.backend.write(&mut |c| {
+            still_pinned(c, pin)?;
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
             evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
@@ -348,8 +365,10 @@ impl<B: Backend> Store for SqlStore<B> {
         Ok(Attempt { result, evicted })
     }
 
-    fn depart(&mut self, id: i64) -> Result<bool> {
+    fn depart(&mut self, id: i64, pin: &StorePin) -> Result<bool> {
+        pinned_file(pin)?;
         self.backend.write(&mut |c| {
+            still_pinned(c, pin)?;
             let n = c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
             Ok(n > 0)
         })

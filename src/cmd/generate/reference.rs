@@ -11,7 +11,7 @@ use roff::{bold, italic, roman, Roff};
 use super::text::{heading, help_text, item, para, prose, sentence};
 use crate::exit::{self, Status};
 use crate::policy::outcome::Outcome;
-use crate::spawn::FORWARDED;
+use crate::spawn::{takes_over, FORWARDED};
 use crate::supervise::{classify, SignalKind};
 
 /// The commands that only read the store's files (they create none): on
@@ -393,7 +393,8 @@ pub fn signals(r: &mut Roff, root: &Command) {
                  has not exited `--kill-after` later (default {kill_after}). Stops the pass."
             ),
             SignalKind::Stop { grace: false } => "Forwarded to the command's process group; \
-                 no KILL follows. Stops the pass."
+                 no KILL follows. Stops the pass, unless the command handles it and runs on: \
+                 the pass then goes on until the command exits."
                 .to_string(),
             SignalKind::ForwardOnly => {
                 "Forwarded to the command's process group, nothing more: the pass goes on."
@@ -417,6 +418,26 @@ pub fn signals(r: &mut Roff, root: &Command) {
          until its process group is gone, and the slot is freed once it is; elsewhere the \
          lease lapses within one window.",
     ));
+    let kept: Vec<i32> = FORWARDED
+        .into_iter()
+        .filter(|&s| !takes_over(s, true))
+        .collect();
+    let always: Vec<i32> = FORWARDED
+        .into_iter()
+        .filter(|&s| takes_over(s, true))
+        .collect();
+    para(
+        r,
+        &format!(
+            "One exception: any of {} that was ignored when jobrun started (HUP under `nohup`, \
+             INT and QUIT for a background job of a non-interactive shell) stays ignored, for \
+             jobrun and for the command: it is neither handled nor forwarded, and the pass \
+             goes on. {} \
+             is always handled and forwarded, so `stop-due` and systemd can stop the pass.",
+            names(&kept, "or"),
+            names(&always, "and"),
+        ),
+    );
     let base = exit::SIGNAL_BASE;
     para(
         r,

@@ -20,7 +20,7 @@ use super::{documented, man_date};
 use crate::exit::{self, Status, TABLE};
 use crate::model::State;
 use crate::policy::outcome::Outcome;
-use crate::spawn::FORWARDED;
+use crate::spawn::{takes_over, FORWARDED};
 use crate::supervise::{classify, SignalKind};
 
 /// What a failure may only need.
@@ -563,6 +563,16 @@ fn signals_are_what_supervise_does() {
                 p.file,
                 e.tag
             );
+            // Without a KILL to follow, a command that handles the signal
+            // keeps its pass going: the page must not promise a stop.
+            assert_eq!(
+                says("handles it and runs on"),
+                kind == SignalKind::Stop { grace: false },
+                "{}: {}: {}",
+                p.file,
+                e.tag,
+                e.body
+            );
             assert!(says("Forwarded"), "{}: {}", p.file, e.tag);
             documented.extend(sigs.iter().map(|s| s.to_string()));
         }
@@ -584,6 +594,25 @@ fn signals_are_what_supervise_does() {
         }
         assert!(text.contains("handles it and exits is recorded by its exit status"));
         assert!(text.contains("only when the command dies of the forwarded signal"));
+        // The one exception (spawn::takes_over): what the caller ignored
+        // stays ignored, but TERM.
+        let exception = text
+            .split("One exception: ")
+            .nth(1)
+            .and_then(|t| t.split(" stays ignored").next())
+            .unwrap_or_else(|| panic!("{}: SIGNALS lacks the exception", p.file));
+        for s in FORWARDED {
+            let n = signal_name(s);
+            assert_eq!(
+                exception.contains(&n),
+                !takes_over(s, true),
+                "{}: {n} in {exception:?}",
+                p.file
+            );
+            if takes_over(s, true) {
+                assert!(text.contains(&format!("{n} is always handled and forwarded")));
+            }
+        }
     }
     assert_eq!(
         page("jobrun").section("SIGNALS").text,

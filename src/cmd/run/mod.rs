@@ -49,6 +49,9 @@ use crate::spawn::HeldChild;
 use crate::store::{Acquire, AcquireRequest, Attempt, PauseInfo, StoreHandle, StorePin};
 use crate::supervise::{self, Event};
 
+/// The variable `--db` is read from (`cli::Cli::db`).
+const DB_ENV: &str = "JOBRUN_DB";
+
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
     let buf = crate::random::bytes::<6>().unwrap_or_else(|| {
@@ -185,7 +188,15 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
             env.push((crate::engine::LABEL_ENV, label));
         }
     }
-    let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
+    // A password in JOBRUN_DB is jobrun's, not the command's (a jobrun run
+    // inside it needs .pgpass or its own --db); PGPASSWORD is the caller's
+    // and is left alone.
+    let unset: &[&str] = match std::env::var_os(DB_ENV) {
+        Some(db) if crate::store::holds_password(&db.to_string_lossy()) => &[DB_ENV],
+        _ => &[],
+    };
+    let held =
+        HeldChild::fork(&settings.argv, &env, unset).map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),

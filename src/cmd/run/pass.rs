@@ -18,7 +18,7 @@ use crate::policy::Liveness;
 use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
-use crate::store::{Acquire, Held, StoreHandle, StoreLease};
+use crate::store::{Acquire, Held, StoreError, StoreHandle, StoreLease};
 use crate::supervise::{self, classify, Event, SignalKind};
 
 impl Prepared {
@@ -186,7 +186,15 @@ impl Ctx {
     pub(super) fn record_not_run(&mut self, outcome: Outcome) -> Result<()> {
         let pass = self.pass_record(None, outcome, None, None);
         let keep = self.settings.keep_history;
-        Ok(self.store.while_busy(|s| s.record_pass(&pass, keep))?)
+        let pin = Arc::clone(&self.pin);
+        match self.store.while_busy(|s| s.record_pass(&pass, keep, &pin)) {
+            // The store the pass began with is gone: nothing to record into.
+            Err(StoreError::NotPinned(why)) => {
+                say!("{}: {why}; the pass is not recorded", self.label());
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     fn pass_record(
@@ -283,9 +291,10 @@ impl Ctx {
         }
         let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
+        let pin = Arc::clone(&self.pin);
         match self
             .store
-            .with_retries(|store| store.release(key, Some((&pass, keep))))
+            .with_retries(|store| store.release(key, Some((&pass, keep)), &pin))
         {
             Ok(true) => {
                 wake::wake_next(&mut self.store, &key.job);
@@ -295,6 +304,12 @@ impl Ctx {
                 key.job,
                 key.slot,
                 key.token
+            ),
+            // A database or schema dropped and re-created under the pass.
+            Err(StoreError::NotPinned(why)) => say!(
+                "{} slot {}: {why}; the lease was lost with it and the pass is not recorded",
+                key.job,
+                key.slot
             ),
             Err(e) => say!(
                 "{} slot {}: release failed, the lease will lapse and the pass is not \
@@ -353,6 +368,7 @@ impl Holding {
             ctx.settings.kill_after,
             ctx.settings.on_lost,
             &label,
+            &Log::stderr(),
         );
         let exec_failed = child.exec_failure(&escape(&ctx.settings.argv_text[0]));
         if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {

@@ -2,6 +2,7 @@
 //! back off between looks, remove the ghosts ahead.
 
 use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -34,7 +35,10 @@ impl Ctx {
         let evict: Vec<Eviction> = plan.iter().map(|p| p.eviction.clone()).collect();
         // A busy store is tried again at the next look (the queue loop
         // keeps the waiter's place), not here: a stop must not wait on it.
-        let attempt = self.store.get()?.promote(id, &self.req, &evict)?;
+        let attempt = self
+            .store
+            .get()?
+            .promote(id, &self.req, &evict, &self.pin)?;
         report_evictions(plan, &attempt, &self.evidence);
         Ok(attempt.result)
     }
@@ -150,7 +154,8 @@ impl Queued {
                 Err(e) => {
                     drop(held);
                     renewer.stop();
-                    let _ = this.store.with_retries(|store| store.depart(id));
+                    let pin = Arc::clone(&this.pin);
+                    let _ = this.store.with_retries(|store| store.depart(id, &pin));
                     return Err(e);
                 }
             }
@@ -171,7 +176,8 @@ impl Queued {
                 Ok(Event::Signal(s)) if classify(s) != SignalKind::ForwardOnly => {
                     drop(held);
                     renewer.stop();
-                    let _ = this.store.with_retries(|store| store.depart(id));
+                    let pin = Arc::clone(&this.pin);
+                    let _ = this.store.with_retries(|store| store.depart(id, &pin));
                     say!("{}: stopped by signal {s} while queued", this.label());
                     this.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::of_signal(s));
@@ -203,7 +209,8 @@ impl Queued {
             }
             Err((why, outcome)) => {
                 drop(held);
-                let _ = this.store.with_retries(|store| store.depart(id));
+                let pin = Arc::clone(&this.pin);
+                let _ = this.store.with_retries(|store| store.depart(id, &pin));
                 if !this.settings.quiet {
                     let at = if position > 0 {
                         format!(" at queue position {position}")
