@@ -25,6 +25,7 @@
 
 mod containers;
 mod notify;
+pub mod output;
 mod pass;
 mod queue;
 pub mod wake;
@@ -110,6 +111,8 @@ struct Ctx {
     pin: Arc<StorePin>,
     /// Holders already warned about (slot, token): alive past their lease.
     warned: HashSet<(u32, i64)>,
+    /// The command's output, when captured: read from its release on.
+    capture: Option<crate::capture::Capture>,
 }
 
 /// A pass whose command is forked and held before exec, not yet on record.
@@ -185,7 +188,16 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
             env.push((crate::engine::LABEL_ENV, label));
         }
     }
-    let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
+    let capture = match &settings.output {
+        Some(out) => Some(output::prepare(&spec, &pass_id, out)?),
+        None => None,
+    };
+    let held = HeldChild::fork(
+        &settings.argv,
+        &env,
+        capture.as_ref().map(|c| c.command_end()),
+    )
+    .map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),
@@ -219,6 +231,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         evidence,
         pin,
         warned: HashSet::new(),
+        capture,
     };
     let code = match (Prepared { ctx, held }).take() {
         Ok(Taken::Holding(h)) => h.run(),
