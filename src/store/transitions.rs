@@ -240,9 +240,12 @@ impl<B: Backend> Store for SqlStore<B> {
                 ],
             )?;
             prune_output(c, None)?;
-            // The newest first: what the cap leaves room for stays.
+            // The newest first (by the store's clock, then by history's
+            // order): what the cap leaves room for stays.
             let rows = c.query(
-                "SELECT pass_id, size FROM pass_output ORDER BY kept_ms DESC, pass_id DESC",
+                "SELECT o.pass_id, o.size FROM pass_output o \
+                 LEFT JOIN history h ON h.pass_id = o.pass_id \
+                 ORDER BY o.kept_ms DESC, h.id DESC",
                 &[],
             )?;
             let mut held: u64 = 0;

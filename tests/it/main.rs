@@ -18,6 +18,7 @@ mod install;
 mod jobs;
 mod lease;
 mod operator;
+mod output;
 mod package;
 mod pg;
 mod queue;
