@@ -335,3 +335,25 @@ fn a_killed_wrapper_leaves_a_spool_that_the_next_pass_removes() {
     assert_eq!(env.wait_exit(live, Duration::from_secs(10)), Some(143));
     assert_eq!(spools(&dir).len(), 0);
 }
+
+/// The spool directory is jobrun's own: a symbolic link planted in its
+/// place is refused with one line before anything runs or is taken.
+#[test]
+fn a_planted_spool_directory_is_refused() {
+    let env = TestEnv::sqlite();
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(env.path(".")).unwrap());
+    let elsewhere = env.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, format!("{}.output-{uid}", env.db)).unwrap();
+    let ran = env.path("ran");
+    Jobrun::new(&env)
+        .env("XDG_RUNTIME_DIR", "")
+        .args(["run", "j", QUIET[0], QUIET[1], "--", "touch"])
+        .arg(&ran)
+        .refused()
+        .stderr_contains("is a symbolic link")
+        .run();
+    assert!(!ran.exists());
+    assert_eq!(spools(&elsewhere), Vec::<PathBuf>::new());
+    assert_eq!(env.held("j"), 0);
+}
