@@ -103,6 +103,8 @@ impl Ctx {
                 say!("{label}: the output was not kept in history: {e}");
             }
         }
+        // End hooks of the pass run here, before the spool goes: a failure
+        // hook gets `OUTPUT_FILE_ENV` = `spooled.path()`.
         drop(spooled);
     }
 }
