@@ -5,8 +5,9 @@
 //! The command's stdout and stderr are one pipe, so what it writes arrives
 //! in the order it wrote it. A thread reads the pipe into the spool. The
 //! spool keeps at most `--output-limit` bytes: the head and the tail, with
-//! a line marking the cut between them (on disk it may grow past the limit
-//! by half the limit before it is compacted). The thread does not wait for
+//! a line marking the cut between them (the tail goes round a ring in the
+//! file while the command runs, so the file never grows past the limit
+//! until the mark is put in at the end). The thread does not wait for
 //! end-of-file once told the pass is over: a daemon the command started
 //! may hold the pipe open for ever, and the pass ends when its process
 //! group is gone, not when every copy of the pipe is closed. What was
@@ -222,16 +223,17 @@ fn read_loop(read: OwnedFd, stop: OwnedFd, mut out: Bounded) -> Written {
     Written { total, cut, error }
 }
 
-/// The spool's bounds: the first `head` bytes stay where they are; past
-/// them the file keeps growing until it holds a whole extra `tail`, then
-/// its last `tail` bytes are moved down behind the head. Closing it leaves
-/// the head, the mark of the cut, and the last `tail` bytes.
+/// The spool's bounds: the first `head` bytes stay where they are; the
+/// next `tail` bytes of the file are a ring that the rest of the output
+/// goes round, so the file never holds more than the limit. Closing it
+/// turns the ring into the last `tail` bytes in order and puts the mark of
+/// the cut between the head and them.
 struct Bounded {
     file: File,
     head: u64,
     tail: u64,
-    /// The file's length.
-    len: u64,
+    /// Where the next byte goes in the ring (0 until the head is full).
+    at: u64,
     total: u64,
 }
 
@@ -247,27 +249,33 @@ impl Bounded {
             file,
             head,
             tail: limit - head,
-            len: 0,
+            at: 0,
             total: 0,
         }
     }
 
-    fn write(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(buf, self.len)?;
-        self.len += buf.len() as u64;
-        self.total += buf.len() as u64;
-        if self.len >= self.head + 2 * self.tail {
-            self.compact()?;
+    fn write(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        if self.total < self.head {
+            let k = buf.len().min((self.head - self.total) as usize);
+            self.file.write_all_at(&buf[..k], self.total)?;
+            self.total += k as u64;
+            buf = &buf[k..];
+        }
+        // Only the last `tail` bytes of what is left can stay.
+        let skip = (buf.len() as u64).saturating_sub(self.tail);
+        if skip > 0 {
+            self.at = (self.at + skip) % self.tail;
+            self.total += skip;
+            buf = &buf[skip as usize..];
+        }
+        while !buf.is_empty() {
+            let k = buf.len().min((self.tail - self.at) as usize);
+            self.file.write_all_at(&buf[..k], self.head + self.at)?;
+            self.at = (self.at + k as u64) % self.tail;
+            self.total += k as u64;
+            buf = &buf[k..];
         }
         Ok(())
-    }
-
-    /// Move the last `tail` bytes down behind the head (the regions never
-    /// overlap: the file holds at least two tails past the head).
-    fn compact(&mut self) -> io::Result<()> {
-        self.copy(self.len - self.tail, self.head, self.tail)?;
-        self.len = self.head + self.tail;
-        self.file.set_len(self.len)
     }
 
     /// Copy `n` bytes from `from` to `to`, chunk by chunk, front to back
@@ -287,20 +295,41 @@ impl Bounded {
         Ok(())
     }
 
+    /// Reverse the bytes of `[from, to)` in place, a chunk from each end
+    /// at a time.
+    fn reverse(&self, mut from: u64, mut to: u64) -> io::Result<()> {
+        let (mut a, mut b) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+        while to - from >= 2 {
+            let k = ((to - from) / 2).min(CHUNK as u64);
+            let (front, back) = (&mut a[..k as usize], &mut b[..k as usize]);
+            self.file.read_exact_at(front, from)?;
+            self.file.read_exact_at(back, to - k)?;
+            front.reverse();
+            back.reverse();
+            self.file.write_all_at(back, from)?;
+            self.file.write_all_at(front, to - k)?;
+            from += k;
+            to -= k;
+        }
+        Ok(())
+    }
+
     /// Close the bounds: (every byte written, the bytes cut).
     fn close(&mut self) -> io::Result<(u64, u64)> {
         if self.total <= self.head + self.tail {
             return Ok((self.total, 0));
         }
-        if self.len > self.head + self.tail {
-            self.compact()?;
-        }
+        // The ring went round: its oldest byte is at `at`. Rotate it into
+        // order (reverse both parts, then the whole).
+        let (ring, end) = (self.head, self.head + self.tail);
+        self.reverse(ring, ring + self.at)?;
+        self.reverse(ring + self.at, end)?;
+        self.reverse(ring, end)?;
         let cut = self.total - self.head - self.tail;
         let mark = cut_mark(cut);
         let m = mark.len() as u64;
-        self.copy(self.head, self.head + m, self.tail)?;
-        self.file.write_all_at(mark.as_bytes(), self.head)?;
-        self.len += m;
+        self.copy(ring, ring + m, self.tail)?;
+        self.file.write_all_at(mark.as_bytes(), ring)?;
         Ok((self.total, cut))
     }
 }
@@ -350,6 +379,34 @@ mod tests {
             want.extend_from_slice(&input[input.len() - 2048..]);
             assert_eq!(out.len(), want.len(), "chunk {chunk}");
             assert!(out == want, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn the_ring_goes_round_at_any_write_size_and_the_file_stays_within_the_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        let input: Vec<u8> = (0..50_000u32).map(|i| (i % 241) as u8).collect();
+        for (limit, chunk) in [(1024u64, 1usize), (1024, 700), (1025, 3000), (4096, 4096)] {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
+            let mut b = Bounded::new(file.try_clone().unwrap(), limit);
+            for c in input.chunks(chunk) {
+                b.write(c).unwrap();
+                assert!(file.metadata().unwrap().len() <= limit);
+            }
+            let (total, cut) = b.close().unwrap();
+            assert_eq!((total, cut), (50_000, 50_000 - limit));
+            let head = (limit / 2) as usize;
+            let mut want = input[..head].to_vec();
+            want.extend_from_slice(cut_mark(cut).as_bytes());
+            want.extend_from_slice(&input[input.len() - (limit as usize - head)..]);
+            assert!(std::fs::read(&path).unwrap() == want, "{limit} {chunk}");
         }
     }
 
