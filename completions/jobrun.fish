@@ -35,7 +35,7 @@ complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "stop-due" -d 'Stop in
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "resume" -d 'Lift a pause: your own (no --as) or the one a tag owns (--as TAG)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "history" -d 'Show recorded passes and a duration summary per job'
-complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "forget" -d 'Remove free jobs and their history from the store'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "forget" -d 'Remove free jobs, their history and its kept output from the store'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l lease -d 'The lease window, renewed every third of it (at least 3s)' -r
@@ -123,6 +123,6 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "resume" -d 'Lift a pause: your own (no --as) or the one a tag owns (--as TAG)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "history" -d 'Show recorded passes and a duration summary per job'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "forget" -d 'Remove free jobs and their history from the store'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "forget" -d 'Remove free jobs, their history and its kept output from the store'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

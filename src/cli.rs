@@ -150,7 +150,7 @@ pub enum Command {
     /// operator can choose --lease and --max-hold from measured pass
     /// lengths rather than a guess.
     History(HistoryArgs),
-    /// Remove free jobs and their history from the store.
+    /// Remove free jobs, their history and its kept output from the store.
     ///
     /// For jobs the store no longer needs to show: a renamed or retired
     /// job. Only a free job is forgotten (no holder, no waiter, no pause
