@@ -178,7 +178,8 @@ fn a_daemon_holding_the_pipe_does_not_hold_the_pass(env: &TestEnv) {
 /// Past --output-limit the head and the tail are kept, with a line that
 /// marks the cut.
 fn the_limit_keeps_the_head_and_the_tail_and_marks_the_cut(env: &TestEnv) {
-    let ran = quiet(env, "j", &["--output-limit", "4KiB"], "seq 1 20000; exit 1")
+    let ran = quiet(env, "j", &[], "seq 1 20000; exit 1")
+        .env("JOBRUN_OUTPUT_LIMIT", "4KiB")
         .code(1)
         .run();
     let out = ran.stdout;
@@ -207,7 +208,8 @@ fn the_limit_keeps_the_head_and_the_tail_and_marks_the_cut(env: &TestEnv) {
 /// `forget` removes it.
 fn the_tail_is_kept_shown_escaped_and_forgotten(env: &TestEnv) {
     let body = "seq 1 1000; printf 'tab\\there\\n\\033[31mred\\r\\n'; exit 4";
-    quiet(env, "j", &["--keep-output", "1KiB"], body)
+    quiet(env, "j", &[], body)
+        .env("JOBRUN_KEEP_OUTPUT", "1KiB")
         .code(4)
         .stdout_contains("\x1b[31mred")
         .run();
@@ -264,10 +266,13 @@ fn pruning_and_the_store_cap_drop_kept_output(env: &TestEnv) {
         .stderr_contains("no output kept")
         .run();
     // 1KiB each, at most 2KiB in the store: the oldest is dropped.
-    let cap = ["--keep-output", "1KiB", "--keep-output-total", "2KiB"];
+    let cap = ["--keep-output", "1KiB"];
     let mut passes = vec![];
     for _ in 0..3 {
-        quiet(env, "b", &cap, fail).code(1).run();
+        quiet(env, "b", &cap, fail)
+            .env("JOBRUN_KEEP_OUTPUT_TOTAL", "2KiB")
+            .code(1)
+            .run();
         passes.push(last_pass(env, "b"));
     }
     assert_eq!(kept_rows(env), 2);
