@@ -188,11 +188,15 @@ unsafe fn become_command(
     let _ = nix::unistd::close(err_r);
     let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
     if let Some(fd) = exec.output {
-        // SAFETY: dup2 is async-signal-safe; the copies on 1 and 2 lose
-        // close-on-exec, the original keeps it.
+        // SAFETY: dup2 and fcntl are async-signal-safe. The copies on 1
+        // and 2 lose close-on-exec, the original keeps it; were the pipe
+        // itself on 1 or 2 (jobrun started with them closed), dup2 would
+        // leave that flag, so it is cleared on both.
         unsafe {
             libc::dup2(fd, 1);
             libc::dup2(fd, 2);
+            libc::fcntl(1, libc::F_SETFD, 0);
+            libc::fcntl(2, libc::F_SETFD, 0);
         }
     }
     for sig in FORWARDED.iter().copied().chain([libc::SIGPIPE]) {
