@@ -320,6 +320,15 @@ impl Holding {
             ctx.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::of_signal(sig));
         }
+        // Its output is read from before it can write any.
+        let reading = match ctx.capture.take().map(Capture::start).transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                drop(held);
+                ctx.finish(&key, Outcome::SpawnFailed, None, None);
+                return Err(e).context("cannot read the command's output");
+            }
+        };
         // On PostgreSQL the pass's connection serves its renewer and comes
         // back for the release: a fleet pass costs the server one
         // connection at most, and none between renewals far apart. On
@@ -329,15 +338,6 @@ impl Holding {
             ctx.store.lend()
         } else {
             ctx.store.fresh()
-        };
-        // Its output is read from before it can write any.
-        let reading = match ctx.capture.take().map(Capture::start).transpose() {
-            Ok(r) => r,
-            Err(e) => {
-                drop(held);
-                ctx.finish(&key, Outcome::SpawnFailed, None, None);
-                return Err(e).context("cannot read the command's output");
-            }
         };
         // On record with the slot: let it exec, with its fencing token.
         // From here until it is reaped nothing may return early: the child
