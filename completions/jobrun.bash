@@ -333,7 +333,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__history)
-            opts="-h --limit --reverse --since --outcome --json --db --db-mode --help"
+            opts="-h --limit --reverse --since --outcome --json --show --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -349,6 +349,10 @@ _jobrun() {
                     ;;
                 --outcome)
                     COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out abandoned" -- "${cur}"))
+                    return 0
+                    ;;
+                --show)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --db)
@@ -423,7 +427,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -474,6 +478,22 @@ _jobrun() {
                     return 0
                     ;;
                 --keep-history)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "inherit quiet-unless-failed" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-output-total)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -35,7 +35,7 @@ complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "stop-due" -d 'Stop in
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "resume" -d 'Lift a pause: your own (no --as) or the one a tag owns (--as TAG)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "history" -d 'Show recorded passes and a duration summary per job'
-complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "forget" -d 'Remove free jobs and their history from the store'
+complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "forget" -d 'Remove free jobs, their history and its kept output from the store'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l lease -d 'The lease window, renewed every third of it (at least 3s)' -r
@@ -50,6 +50,11 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesced-exit-cod
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l containers -d 'The command hands its work to this container engine: the pass gets JOBRUN_LABEL to label its containers with, and whoever judges or stops the pass asks the engine about that label. The pass lives while its processes or its containers run' -r -f -a "docker\t'Docker (and docker compose): asks `docker` from the judge\'s PATH'
 podman\t'Podman: asks `podman` from the judge\'s PATH'"
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l output -d 'Where the command\'s stdout and stderr go: inherit (jobrun\'s own), or quiet-unless-failed (like chronic: both into a private spool, in the order written, printed to jobrun\'s stdout only when the pass did not end ok, so cron mails only failures)' -r -f -a "inherit\t'The command writes to jobrun\'s own stdout and stderr'
+quiet-unless-failed\t'Spool the output; print it only when the pass did not end ok'"
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l output-limit -d 'With --output quiet-unless-failed: the most output a spool keeps (at least 1KiB); past it the head and the tail stay and a line marks the cut' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-output -d 'With --output quiet-unless-failed: keep the last SIZE of the output of a pass that ended badly with its history row, for history --show (0: keep none)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-output-total -d 'The most kept output the whole store holds; past it the oldest is dropped first' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise. A password written here shows in ps to every user for the whole pass: use ~/.pgpass, PGPASSFILE or a client certificate. A JOBRUN_DB that holds a password is removed from the command\'s environment (a jobrun inside it then needs ~/.pgpass or its own --db)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s q -l quiet -d 'Do not print the line naming the holder when the job is held. JOBRUN_QUIET takes 1/0, true/false, yes/no or on/off'
@@ -97,6 +102,7 @@ stopped\t''
 coalesced\t''
 timed-out\t''
 abandoned\t''"
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l show -d 'Print the output kept for pass PASS (a pass id, as history shows it), with control characters other than newline and tab escaped' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise. A password written here shows in ps to every user for the whole pass: use ~/.pgpass, PGPASSFILE or a client certificate. A JOBRUN_DB that holds a password is removed from the command\'s environment (a jobrun inside it then needs ~/.pgpass or its own --db)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l reverse -d 'Oldest first (the default is newest first, by start time)'
@@ -117,6 +123,6 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "pause" -d 'Hold new passes (and queue promotion) of jobs'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "resume" -d 'Lift a pause: your own (no --as) or the one a tag owns (--as TAG)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "history" -d 'Show recorded passes and a duration summary per job'
-complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "forget" -d 'Remove free jobs and their history from the store'
+complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "forget" -d 'Remove free jobs, their history and its kept output from the store'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand help; and not __fish_seen_subcommand_from run status clear-locks stop-due pause resume history forget generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -155,7 +155,7 @@ pub enum Command {
     /// operator can choose --lease and --max-hold from measured pass
     /// lengths rather than a guess.
     History(HistoryArgs),
-    /// Remove free jobs and their history from the store.
+    /// Remove free jobs, their history and its kept output from the store.
     ///
     /// For jobs the store no longer needs to show: a renamed or retired
     /// job. Only a free job is forgotten (no holder, no waiter, no pause
@@ -284,6 +284,54 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub keep_history: u32,
+
+    /// Where the command's stdout and stderr go: inherit (jobrun's own), or
+    /// quiet-unless-failed (like chronic: both into a private spool, in the
+    /// order written, printed to jobrun's stdout only when the pass did not
+    /// end ok, so cron mails only failures).
+    #[arg(long, env = "JOBRUN_OUTPUT", value_enum, default_value = "inherit")]
+    pub output: OutputArg,
+
+    /// With --output quiet-unless-failed: the most output a spool keeps
+    /// (at least 1KiB); past it the head and the tail stay and a line
+    /// marks the cut.
+    #[arg(
+        long,
+        env = "JOBRUN_OUTPUT_LIMIT",
+        default_value = "10MiB",
+        value_name = "SIZE"
+    )]
+    pub output_limit: String,
+
+    /// With --output quiet-unless-failed: keep the last SIZE of the output
+    /// of a pass that ended badly with its history row, for history --show
+    /// (0: keep none).
+    #[arg(
+        long,
+        env = "JOBRUN_KEEP_OUTPUT",
+        default_value = "64KiB",
+        value_name = "SIZE"
+    )]
+    pub keep_output: String,
+
+    /// The most kept output the whole store holds; past it the oldest is
+    /// dropped first.
+    #[arg(
+        long,
+        env = "JOBRUN_KEEP_OUTPUT_TOTAL",
+        default_value = "64MiB",
+        value_name = "SIZE"
+    )]
+    pub keep_output_total: String,
+}
+
+/// `--output`, as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputArg {
+    /// The command writes to jobrun's own stdout and stderr.
+    Inherit,
+    /// Spool the output; print it only when the pass did not end ok.
+    QuietUnlessFailed,
 }
 
 #[derive(Debug, Args)]
@@ -398,6 +446,10 @@ pub struct HistoryArgs {
     /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
     pub json: bool,
+    /// Print the output kept for pass PASS (a pass id, as history shows
+    /// it), with control characters other than newline and tab escaped.
+    #[arg(long, value_name = "PASS", conflicts_with_all = ["name", "json", "since", "outcome", "reverse"])]
+    pub show: Option<String>,
 }
 
 #[derive(Debug, Args)]

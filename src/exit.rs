@@ -73,7 +73,8 @@ pub const TABLE: [(Status, &str); 9] = [
     (
         Status::Code(INCOMPLETE),
         "an operator command could not do all it was asked: status or history was given \
-         a job the store never saw, forget refused a job that is not free, stop-due could \
+         a job the store never saw (history --show: a pass with no kept output), forget \
+         refused a job that is not free, stop-due could \
          not signal a pass or its --wait ran out with locks still held",
     ),
     (

@@ -8,6 +8,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub(crate) mod capture;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;

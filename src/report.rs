@@ -42,18 +42,42 @@ impl Log {
 /// escapes (`\n`, `\t`, `\r`, `\e`, `\u{202e}`); everything else is kept
 /// as it is.
 pub fn escape(s: &str) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{1b}' => out.push_str("\\e"),
-            c if c.is_control() || crate::policy::names::hidden(c).is_some() => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        escape_char(&mut out, c);
+    }
+    out
+}
+
+fn escape_char(out: &mut String, c: char) {
+    use std::fmt::Write;
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{1b}' => out.push_str("\\e"),
+        c if c.is_control() || crate::policy::names::hidden(c).is_some() => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+        c => out.push(c),
+    }
+}
+
+/// A command's output from the store, as lines to read: escaped as
+/// `escape` does, except that newlines and tabs stay, and each byte that is
+/// not UTF-8 becomes `\xNN`.
+pub fn escape_lines(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\n' | '\t' => out.push(c),
+                c => escape_char(&mut out, c),
             }
-            c => out.push(c),
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
         }
     }
     out
@@ -124,6 +148,15 @@ pub fn utc_ms(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_keeps_its_lines_and_tabs_and_escapes_the_rest() {
+        let raw = b"ok\tdone\n\x1b[31mred\r\x00\xff\xe2\x80\xaeend\n";
+        assert_eq!(
+            escape_lines(raw),
+            "ok\tdone\n\\e[31mred\\r\\u{0}\\xff\\u{202e}end\n"
+        );
+    }
 
     #[test]
     fn instants_rfc3339_cannot_write_are_shown_raw() {

@@ -330,6 +330,71 @@ pub struct RunSettings {
     pub keep_history: u32,
     /// The container engine the command hands its work to.
     pub containers: Option<Engine>,
+    /// `None`: `--output inherit`.
+    pub output: Option<OutputSettings>,
+}
+
+/// `--output quiet-unless-failed` and its bounds, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputSettings {
+    pub limit: u64,
+    /// The tail kept with a pass that ended badly (0: none).
+    pub keep: u64,
+    /// The most kept output the store holds.
+    pub keep_total: u64,
+}
+
+/// A size as typed: a number of bytes, with an optional unit (`K`/`KiB`,
+/// `M`/`MiB`, `G`/`GiB` count in 1024s; `KB`, `MB`, `GB` in 1000s).
+pub fn size(flag: &str, text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let scale: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => bail!("{flag}: invalid size {t:?}: use a number of bytes with an optional unit, like 64KiB, 10MiB or 0"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: invalid size {t:?}: use a number of bytes with an optional unit, like 64KiB, 10MiB or 0"))?;
+    n.checked_mul(scale)
+        .filter(|b| *b <= MAX_SIZE)
+        .ok_or_else(|| anyhow::anyhow!("{flag}: {t} is more than the most allowed, 1TiB"))
+}
+
+/// The largest size any flag takes.
+const MAX_SIZE: u64 = 1 << 40;
+
+impl OutputSettings {
+    fn resolve(a: &RunArgs) -> Result<Option<OutputSettings>> {
+        let limit = size("--output-limit/JOBRUN_OUTPUT_LIMIT", &a.output_limit)?;
+        let keep = size("--keep-output/JOBRUN_KEEP_OUTPUT", &a.keep_output)?;
+        let keep_total = size(
+            "--keep-output-total/JOBRUN_KEEP_OUTPUT_TOTAL",
+            &a.keep_output_total,
+        )?;
+        if limit < crate::capture::MIN_LIMIT {
+            bail!(
+                "--output-limit {} is too small: a spool keeps a head, a tail and the line                  marking the cut; use 1KiB or more",
+                a.output_limit.trim()
+            );
+        }
+        Ok(match a.output {
+            crate::cli::OutputArg::Inherit => None,
+            crate::cli::OutputArg::QuietUnlessFailed => Some(OutputSettings {
+                limit,
+                keep: keep.min(keep_total),
+                keep_total,
+            }),
+        })
+    }
 }
 
 impl RunSettings {
@@ -380,6 +445,7 @@ impl RunSettings {
                 crate::cli::ContainersArg::Docker => Engine::Docker,
                 crate::cli::ContainersArg::Podman => Engine::Podman,
             }),
+            output: OutputSettings::resolve(a)?,
         })
     }
 }
@@ -458,6 +524,29 @@ mod tests {
             duration("--lease", "1h 30m").unwrap(),
             Duration::from_secs(5400)
         );
+    }
+
+    #[test]
+    fn sizes_take_units_and_say_how_when_wrong() {
+        assert_eq!(size("--x", "0").unwrap(), 0);
+        assert_eq!(size("--x", "64KiB").unwrap(), 65536);
+        assert_eq!(size("--x", "64 k").unwrap(), 65536);
+        assert_eq!(size("--x", "10MiB").unwrap(), 10 << 20);
+        assert_eq!(size("--x", "2kB").unwrap(), 2000);
+        assert_eq!(size("--x", "1G").unwrap(), 1 << 30);
+        for bad in [
+            "",
+            "ten",
+            "10 parsecs",
+            "-1",
+            "2TiB",
+            "99999999999999999999",
+        ] {
+            let e = size("--x", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--x: "), "{e}");
+        }
+        let e = size("--x", "ten").unwrap_err().to_string();
+        assert!(e.contains("like 64KiB, 10MiB or 0"), "{e}");
     }
 
     #[test]

@@ -196,6 +196,10 @@ struct Exec<'a> {
     /// The digits of the `JOBRUN_TOKEN=` and `JOBRUN_SLOT=` placeholders.
     token_digits: *mut u8,
     slot_digits: *mut u8,
+    /// Where the command's stdout and stderr go when the wrapper captures
+    /// them (`--output quiet-unless-failed`): the write end of one pipe, so
+    /// both arrive in order.
+    output: Option<libc::c_int>,
 }
 
 /// The held process, from fork to exec: put itself in a process group of
@@ -221,6 +225,18 @@ unsafe fn become_command(
     let _ = nix::unistd::close(go_w);
     let _ = nix::unistd::close(err_r);
     let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    if let Some(fd) = exec.output {
+        // SAFETY: dup2 and fcntl are async-signal-safe. The copies on 1
+        // and 2 lose close-on-exec, the original keeps it; were the pipe
+        // itself on 1 or 2 (jobrun started with them closed), dup2 would
+        // leave that flag, so it is cleared on both.
+        unsafe {
+            libc::dup2(fd, 1);
+            libc::dup2(fd, 2);
+            libc::fcntl(1, libc::F_SETFD, 0);
+            libc::fcntl(2, libc::F_SETFD, 0);
+        }
+    }
     for &sig in exec.reset {
         if let Ok(sig) = Signal::try_from(sig) {
             // SAFETY: setting the default disposition installs no handler.
@@ -266,11 +282,13 @@ impl HeldChild {
     /// Fork `argv` (run directly, found on PATH like `execvp`) with the
     /// wrapper's environment without the variables `unset` names, plus
     /// `env`, and hold it before exec. The held process later receives
-    /// `JOBRUN_TOKEN` and `JOBRUN_SLOT`.
+    /// `JOBRUN_TOKEN` and `JOBRUN_SLOT`. With `output`, its stdout and
+    /// stderr both go to that descriptor.
     pub fn fork(
         argv: &[std::ffi::OsString],
         env: &[(&str, String)],
         unset: &[&str],
+        output: Option<std::os::fd::BorrowedFd<'_>>,
     ) -> Result<HeldChild, SpawnError> {
         let failed = |what: &str, e: io::Error| SpawnError {
             code: exit::JOBRUN_FAILED,
@@ -325,6 +343,7 @@ impl HeldChild {
             envp: env_ptrs.as_ptr().cast(),
             token_digits: digits_of(token_at, TOKEN_ENV),
             slot_digits: digits_of(token_at + 1, SLOT_ENV),
+            output: output.map(|fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
         };
 
         let (go_r, go_w) = pipe().map_err(|e| failed("pipe", e))?;
@@ -538,13 +557,13 @@ mod tests {
         ];
         // Aborted: the command never runs, even when the held process was
         // stopped and cannot read its pipe.
-        let held = HeldChild::fork(&argv, &[], &[]).unwrap();
+        let held = HeldChild::fork(&argv, &[], &[], None).unwrap();
         assert!(held.proc().start > 0);
         nix::sys::signal::kill(Pid::from_raw(held.proc().pid), Signal::SIGSTOP).unwrap();
         drop(held);
         assert!(!marker.exists());
         // Released: it runs with its token.
-        let held = HeldChild::fork(&argv, &[], &[]).unwrap();
+        let held = HeldChild::fork(&argv, &[], &[], None).unwrap();
         let mut child = held.release(1_234_567_890_123, 7);
         assert!(child.wait().unwrap().success());
         assert!(child.exec_failure("sh").is_none());
@@ -555,7 +574,9 @@ mod tests {
     #[test]
     fn a_missing_command_is_reported_after_release() {
         let argv = vec![std::ffi::OsString::from("/nonexistent/jobrun-test-command")];
-        let mut child = HeldChild::fork(&argv, &[], &[]).unwrap().release(1, 0);
+        let mut child = HeldChild::fork(&argv, &[], &[], None)
+            .unwrap()
+            .release(1, 0);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(exit::NOT_FOUND));
         let e = child.exec_failure(&argv[0].to_string_lossy()).unwrap();

@@ -280,7 +280,9 @@ mod tests {
         );
         let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
         let (events, rx) = std::sync::mpsc::channel();
-        let mut child = HeldChild::fork(&argv, &[], &[]).unwrap().release(1, 0);
+        let mut child = HeldChild::fork(&argv, &[], &[], None)
+            .unwrap()
+            .release(1, 0);
         let pgid = child.id() as i32;
         watch_exit(child.id(), events).unwrap();
         let kill_after = Duration::from_millis(500);

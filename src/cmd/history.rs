@@ -53,7 +53,42 @@ pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
     }
 }
 
+/// `history --show PASS`: the output kept for the pass, escaped (the
+/// store is input), newlines and tabs kept.
+fn show(choice: &StoreChoice, pass: &str) -> Result<i32> {
+    if !crate::files::valid_pass_id(pass) {
+        anyhow::bail!(
+            "--show {}: not a pass id (12 hex digits, as the PASS column of history shows)",
+            escape(pass)
+        );
+    }
+    let kept = match open_to_read(choice)? {
+        Some(mut store) => store.kept_output(pass)?,
+        None => None,
+    };
+    let Some(kept) = kept else {
+        crate::say!(
+            "no output kept for pass {pass}: only a pass that ended badly under --output \
+             quiet-unless-failed keeps its output (--keep-output), until its history row is \
+             pruned or its job forgotten"
+        );
+        return Ok(exit::INCOMPLETE);
+    };
+    use std::io::Write;
+    let text = crate::report::escape_lines(&kept.output);
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    if !text.is_empty() && !text.ends_with('\n') {
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(exit::OK)
+}
+
 pub fn run(choice: &StoreChoice, a: HistoryArgs) -> Result<i32> {
+    if let Some(pass) = &a.show {
+        return show(choice, pass);
+    }
     let spec = &choice.spec;
     let name = a.name.as_deref().map(stored_job_name).transpose()?;
     let since = a

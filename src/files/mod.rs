@@ -22,6 +22,7 @@
 //! `holder` keeps the holders' kernel lock files on top of these.
 
 mod holder;
+mod spool;
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -32,6 +33,7 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 pub use holder::{open_lock, probe_lock, remove_stale_lock, still_held, HolderLock, LockProbe};
+pub use spool::{sweep_spools, Spool, SPOOL_SUFFIX};
 
 /// A holder's kernel lock: `<pass id>.lock` in the store's holders directory.
 pub const HOLDER_LOCK_SUFFIX: &str = ".lock";
@@ -293,6 +295,29 @@ pub fn open_dir(dir: &Path, db_mode: u32) -> Result<File, String> {
         .map_err(|e| format!("cannot inspect {}: {e}", dir.display()))?;
     judge(dir, &md, Kind::Dir, db_mode)?;
     Ok(file)
+}
+
+/// `$XDG_RUNTIME_DIR` when it is set, absolute, and a directory owned by
+/// the caller that no one else may enter.
+pub fn runtime_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
+    if !dir.is_absolute() {
+        return None;
+    }
+    let md = std::fs::symlink_metadata(&dir).ok()?;
+    let ours = md.uid() == nix::unistd::geteuid().as_raw();
+    (md.is_dir() && ours && md.mode() & 0o077 == 0).then_some(dir)
+}
+
+/// The mode a private directory is made with, and judged by: only its
+/// user may write it.
+pub const PRIVATE: u32 = 0o700;
+
+/// Create `dir` with mode 0700 if it is missing, then judge it as a
+/// directory of the caller's that no one else may write.
+pub fn private_dir(dir: &Path) -> Result<(), String> {
+    make_dir(dir, PRIVATE, false)?;
+    judge_if_present(dir, Kind::Dir, PRIVATE)
 }
 
 /// A pass id as jobrun makes them: 12 lowercase hex digits. Anything else

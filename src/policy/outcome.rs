@@ -64,6 +64,14 @@ impl Outcome {
         )
     }
 
+    /// Whether a pass whose output was captured (`--output
+    /// quiet-unless-failed`) prints it: whenever it did not end ok, like
+    /// chronic, so cron mails only what went wrong (an operator's `stopped`
+    /// included: the output says how far it got).
+    pub fn prints_captured_output(self) -> bool {
+        self != Outcome::Ok
+    }
+
     /// What the outcome says about the pass, for the man pages.
     pub fn meaning(self) -> &'static str {
         match self {
@@ -320,6 +328,19 @@ mod tests {
                 Outcome::Abandoned
             ]
         );
+    }
+
+    #[test]
+    fn captured_output_is_printed_unless_the_pass_ended_ok() {
+        let printed: Vec<Outcome> = Outcome::ALL
+            .into_iter()
+            .filter(|o| !o.prints_captured_output())
+            .collect();
+        assert_eq!(printed, [Outcome::Ok]);
+        // Every pass that ended badly prints what it kept.
+        assert!(Outcome::ALL
+            .into_iter()
+            .all(|o| !o.ended_badly() || o.prints_captured_output()));
     }
 
     #[test]

@@ -510,6 +510,46 @@ fn pauses_have_a_scope(s: &mut Subject) {
     assert!(matches!(s.store.forget("p").unwrap(), Forget::Forgotten));
 }
 
+fn kept_output_goes_with_its_pass(s: &mut Subject) {
+    let pass = |id: &str| PassRecord {
+        pass_id: id.into(),
+        ..record("o", Outcome::Failed)
+    };
+    let kept = |s: &mut Subject, id: &str| s.store.kept_output(id).unwrap().map(|k| k.output);
+    // Bytes as the command wrote them: NUL and bytes that are not UTF-8.
+    let raw: &[u8] = b"\0\xff\x1b[1m tail\n";
+    s.store
+        .record_pass(&pass("00000000000a"), 10, &s.pin)
+        .unwrap();
+    s.store
+        .keep_output("o", "00000000000a", raw, 1 << 20)
+        .unwrap();
+    assert_eq!(kept(s, "00000000000a").as_deref(), Some(raw));
+    // Past the store-wide cap the oldest goes first.
+    s.store
+        .record_pass(&pass("00000000000b"), 10, &s.pin)
+        .unwrap();
+    s.store.keep_output("o", "00000000000b", raw, 15).unwrap();
+    assert_eq!(kept(s, "00000000000a"), None);
+    assert_eq!(kept(s, "00000000000b").as_deref(), Some(raw));
+    // Output of a pass history does not hold is not kept.
+    s.store
+        .keep_output("o", "00000000000c", raw, 1 << 20)
+        .unwrap();
+    assert_eq!(kept(s, "00000000000c"), None);
+    // Pruning history removes the output of the passes it removes.
+    s.store
+        .record_pass(&pass("00000000000d"), 1, &s.pin)
+        .unwrap();
+    assert_eq!(kept(s, "00000000000b"), None);
+    s.store
+        .keep_output("o", "00000000000d", raw, 1 << 20)
+        .unwrap();
+    // And so does forgetting the job.
+    assert!(matches!(s.store.forget("o").unwrap(), Forget::Forgotten));
+    assert_eq!(kept(s, "00000000000d"), None);
+}
+
 fn history_is_pruned_per_job(s: &mut Subject) {
     for _ in 0..5 {
         s.store
@@ -653,6 +693,11 @@ fn pause_scopes() {
 #[test]
 fn history_pruning() {
     both(history_is_pruned_per_job);
+}
+
+#[test]
+fn kept_output() {
+    both(kept_output_goes_with_its_pass);
 }
 
 /// A PostgreSQL store dropped and re-created under a renewer is another

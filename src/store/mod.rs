@@ -293,6 +293,14 @@ pub struct HistoryQuery {
     pub limit: u32,
 }
 
+/// The output kept with a pass that ended badly (`run --keep-output`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptOutput {
+    /// The tail of what the command wrote, as it wrote it: text from the
+    /// store, escaped when shown.
+    pub output: Vec<u8>,
+}
+
 /// What `forget` did with a job.
 #[derive(Debug, Clone)]
 pub enum Forget {
@@ -350,6 +358,12 @@ pub trait Store: Send {
     /// Remove a job that is free (no holder, no waiter, no pause of its
     /// own) and its history, in one transaction; otherwise say why not.
     fn forget(&mut self, job: &str) -> Result<Forget>;
+    /// Keep `output`, the tail of pass `pass_id` of `job`, beside its
+    /// history row; then drop kept output whose pass left history, and the
+    /// oldest past `total` bytes in the whole store.
+    fn keep_output(&mut self, job: &str, pass_id: &str, output: &[u8], total: u64) -> Result<()>;
+    /// The output kept for pass `pass_id`, if any.
+    fn kept_output(&mut self, pass_id: &str) -> Result<Option<KeptOutput>>;
 
     /// Pause `scope` (one job, or all of them, including jobs first seen
     /// while the pause stands) on behalf of `owner` (`None`: nobody's).

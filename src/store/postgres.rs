@@ -398,7 +398,7 @@ impl Backend for PgBackend {
 }
 
 /// A row of the server's, with its values as the store reads them (its
-/// columns are BIGINT and TEXT; anything else is read as text).
+/// columns are BIGINT, TEXT and BYTEA; anything else is read as text).
 fn row_of(row: &postgres::Row) -> Row {
     let columns = Columns::new(row.columns().iter().map(|c| c.name()));
     let values = row
@@ -412,6 +412,9 @@ fn row_of(row: &postgres::Row) -> Row {
             } else if *t == Type::INT4 {
                 row.get::<_, Option<i32>>(i)
                     .map_or(Value::Null, |x| Value::Int(x as i64))
+            } else if *t == Type::BYTEA {
+                row.get::<_, Option<Vec<u8>>>(i)
+                    .map_or(Value::Null, Value::Bytes)
             } else {
                 row.get::<_, Option<String>>(i)
                     .map_or(Value::Null, Value::Text)
@@ -451,6 +454,7 @@ enum Param {
     Null(Null),
     I64(i64),
     Text(String),
+    Bytes(Vec<u8>),
 }
 
 impl Param {
@@ -459,6 +463,7 @@ impl Param {
             Param::Null(n) => n,
             Param::I64(i) => i,
             Param::Text(s) => s,
+            Param::Bytes(b) => b,
         }
     }
 }
@@ -483,6 +488,7 @@ fn typed(params: &[Value]) -> Vec<(Param, Type)> {
             Value::Null => (Param::Null(Null), Type::UNKNOWN),
             Value::Int(i) => (Param::I64(*i), Type::INT8),
             Value::Text(s) => (Param::Text(s.clone()), Type::TEXT),
+            Value::Bytes(b) => (Param::Bytes(b.clone()), Type::BYTEA),
         })
         .collect()
 }

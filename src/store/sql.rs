@@ -17,13 +17,20 @@ use super::Result;
 use crate::policy::lease::Clock;
 use crate::renewer::Renewal;
 
-/// A value crossing the SQL boundary. Both schemas use only 64-bit integers
-/// and text, so two variants (and NULL) cover everything.
+/// A value crossing the SQL boundary. Both schemas use 64-bit integers and
+/// text, and bytes for a pass's kept output (BLOB, BYTEA).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Null,
     Int(i64),
     Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl From<&[u8]> for Value {
+    fn from(b: &[u8]) -> Value {
+        Value::Bytes(b.to_vec())
+    }
 }
 
 impl From<&str> for Value {
@@ -116,6 +123,15 @@ impl Row {
         match self.get(col) {
             Value::Text(s) => Some(s.clone()),
             _ => None,
+        }
+    }
+
+    /// A bytes column; empty for NULL.
+    pub fn bytes(&self, col: &str) -> Vec<u8> {
+        match self.get(col) {
+            Value::Bytes(b) => b.clone(),
+            Value::Text(s) => s.clone().into_bytes(),
+            _ => Vec::new(),
         }
     }
 }

@@ -479,6 +479,7 @@ impl SqliteTx<'_> {
                 Value::Null => stmt.raw_bind_parameter(i, rusqlite::types::Null),
                 Value::Int(x) => stmt.raw_bind_parameter(i, x),
                 Value::Text(s) => stmt.raw_bind_parameter(i, s),
+                Value::Bytes(b) => stmt.raw_bind_parameter(i, b),
             };
             res.map_err(|e| map_err(self.path, e))?;
         }
@@ -506,7 +507,8 @@ impl Conn for SqliteTx<'_> {
                     ValueRef::Integer(x) => Value::Int(x),
                     ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
                     ValueRef::Real(r) => Value::Int(r as i64),
-                    _ => Value::Null,
+                    ValueRef::Blob(b) => Value::Bytes(b.to_vec()),
+                    ValueRef::Null => Value::Null,
                 });
             }
             out.push(Row::new(columns.clone(), vals));

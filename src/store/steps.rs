@@ -234,8 +234,23 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i
                  (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
             &[p.job.as_str().into(), keep.into()],
         )?;
+        prune_output(c, Some(&p.job))?;
     }
     Ok(())
+}
+
+/// Remove the kept output of passes no longer in history (of `job`, or of
+/// every job): pruned, forgotten, or pruned by a jobrun that predates kept
+/// output.
+pub fn prune_output(c: &mut dyn Conn, job: Option<&str>) -> Result<u64> {
+    let gone = "NOT EXISTS (SELECT 1 FROM history h WHERE h.pass_id = pass_output.pass_id)";
+    match job {
+        Some(j) => c.exec(
+            &format!("DELETE FROM pass_output WHERE job = $1 AND {gone}"),
+            &[j.into()],
+        ),
+        None => c.exec(&format!("DELETE FROM pass_output WHERE {gone}"), &[]),
+    }
 }
 
 /// Take the lowest free slot of `occ` for `req`, under the job's next

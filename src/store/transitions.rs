@@ -17,7 +17,7 @@ use super::rows::{
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
 use super::steps::{
     ensure_job, evict_all, evict_in, insert_pass, job_filter, meta, occupancy, pause_of, pauses_on,
-    pinned_file, still_pinned, take_slot, waiters_of, FORGOTTEN_TOKENS,
+    pinned_file, prune_output, still_pinned, take_slot, waiters_of, FORGOTTEN_TOKENS,
 };
 use super::{
     Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, Result, Store,
@@ -226,8 +226,60 @@ impl<B: Backend> Store for SqlStore<B> {
                 &[FORGOTTEN_TOKENS.into(), kept.into()],
             )?;
             c.exec("DELETE FROM history WHERE job = $1", &[job.into()])?;
+            c.exec("DELETE FROM pass_output WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
             Ok(Forget::Forgotten)
+        })
+    }
+
+    fn keep_output(&mut self, job: &str, pass_id: &str, output: &[u8], total: u64) -> Result<()> {
+        self.backend.write(&mut |c| {
+            let clock = c.clock()?;
+            c.exec(
+                "INSERT INTO pass_output (pass_id, job, kept_ms, size, output) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (pass_id) DO UPDATE SET \
+                 job = excluded.job, kept_ms = excluded.kept_ms, size = excluded.size, \
+                 output = excluded.output",
+                &[
+                    pass_id.into(),
+                    job.into(),
+                    clock.now_ms.into(),
+                    (output.len() as i64).into(),
+                    output.into(),
+                ],
+            )?;
+            prune_output(c, None)?;
+            // The newest first (by the store's clock, then by history's
+            // order): what the cap leaves room for stays.
+            let rows = c.query(
+                "SELECT o.pass_id, o.size FROM pass_output o \
+                 LEFT JOIN history h ON h.pass_id = o.pass_id \
+                 ORDER BY o.kept_ms DESC, h.id DESC",
+                &[],
+            )?;
+            let mut held: u64 = 0;
+            for r in rows {
+                held = held.saturating_add(r.int("size").max(0) as u64);
+                if held > total {
+                    c.exec(
+                        "DELETE FROM pass_output WHERE pass_id = $1",
+                        &[r.text("pass_id").into()],
+                    )?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn kept_output(&mut self, pass_id: &str) -> Result<Option<super::KeptOutput>> {
+        self.backend.read(&mut |c| {
+            let rows = c.query(
+                "SELECT output FROM pass_output WHERE pass_id = $1",
+                &[pass_id.into()],
+            )?;
+            Ok(rows.first().map(|r| super::KeptOutput {
+                output: r.bytes("output"),
+            }))
         })
     }
 

@@ -19,6 +19,7 @@ mod install;
 mod jobs;
 mod lease;
 mod operator;
+mod output;
 mod package;
 mod pg;
 mod queue;

@@ -252,8 +252,9 @@ pub const UID: &str = "UID";
 /// FILES, as (the paths, what they are): from the constants the code
 /// builds each path with.
 pub fn file_entries() -> Vec<(Vec<String>, String)> {
+    use crate::cmd::run::output::{RUNTIME_OUTPUT_DIR, STORE_OUTPUT_INFIX, TMP_OUTPUT_DIR};
     use crate::cmd::run::wake::{RUNTIME_WAKE_DIR, TMP_DIR_PREFIX, TMP_WAKE_DIR, WAKE_SUFFIX};
-    use crate::files::HOLDER_LOCK_SUFFIX;
+    use crate::files::{HOLDER_LOCK_SUFFIX, SPOOL_SUFFIX};
     use crate::settings::{DEFAULT_ROOT_DB, STATE_HOME_DEFAULT, USER_DB};
     use crate::store::sqlite::SIDE_FILES;
     use crate::store::HOLDERS_SUFFIX;
@@ -315,6 +316,20 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
                  unset; {{{UID}}} is the caller's user id), in directories of mode 0700 \
                  jobrun creates and checks."
             ),
+        ),
+        (
+            vec![
+                format!("$XDG_RUNTIME_DIR/{RUNTIME_OUTPUT_DIR}/{PASS}{SPOOL_SUFFIX}"),
+                format!("{STORE}{STORE_OUTPUT_INFIX}{UID}/{PASS}{SPOOL_SUFFIX}"),
+                format!("$TMPDIR/{TMP_DIR_PREFIX}{UID}/{TMP_OUTPUT_DIR}/{PASS}{SPOOL_SUFFIX}"),
+            ],
+            "The output spool of a pass run with `--output quiet-unless-failed`, mode \
+             0600 whatever `--db-mode` says, in a directory of mode 0700 jobrun creates \
+             and checks: in `XDG_RUNTIME_DIR` when it is an absolute directory of the \
+             caller's with mode 0700, else beside a SQLite store, else in the temporary \
+             directory. Removed when the pass is over; the spool of a wrapper killed by \
+             SIGKILL is removed by the next capturing pass that uses the same directory."
+                .into(),
         ),
     ]
 }

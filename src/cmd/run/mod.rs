@@ -25,6 +25,7 @@
 
 mod containers;
 mod notify;
+pub mod output;
 mod pass;
 mod queue;
 pub mod wake;
@@ -113,6 +114,8 @@ struct Ctx {
     pin: Arc<StorePin>,
     /// Holders already warned about (slot, token): alive past their lease.
     warned: HashSet<(u32, i64)>,
+    /// The command's output, when captured: read from its release on.
+    capture: Option<crate::capture::Capture>,
 }
 
 /// A pass whose command is forked and held before exec, not yet on record.
@@ -195,8 +198,17 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         Some(db) if crate::store::holds_password(&db.to_string_lossy()) => &[DB_ENV],
         _ => &[],
     };
-    let held =
-        HeldChild::fork(&settings.argv, &env, unset).map_err(|e| anyhow::anyhow!(e.message))?;
+    let capture = match &settings.output {
+        Some(out) => Some(output::prepare(&spec, &pass_id, out)?),
+        None => None,
+    };
+    let held = HeldChild::fork(
+        &settings.argv,
+        &env,
+        unset,
+        capture.as_ref().map(|c| c.command_end()),
+    )
+    .map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),
@@ -230,6 +242,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         evidence,
         pin,
         warned: HashSet::new(),
+        capture,
     };
     let code = match (Prepared { ctx, held }).take() {
         Ok(Taken::Holding(h)) => h.run(),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared, Taken};
+use crate::capture::{Capture, Reading};
 use crate::clock::now_ms;
 use crate::cmd::{holder_name, judge_lease, judged};
 use crate::evidence::StoreReach;
@@ -334,6 +335,15 @@ impl Holding {
             ctx.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::of_signal(sig));
         }
+        // Its output is read from before it can write any.
+        let reading = match ctx.capture.take().map(Capture::start).transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                drop(held);
+                ctx.finish(&key, Outcome::SpawnFailed, None, None);
+                return Err(e).context("cannot read the command's output");
+            }
+        };
         // On PostgreSQL the pass's connection serves its renewer and comes
         // back for the release: a fleet pass costs the server one
         // connection at most, and none between renewals far apart. On
@@ -375,6 +385,9 @@ impl Holding {
             // The containers it started are the pass's work too.
             ctx.outlast_containers(engine, &label, &ended);
         }
+        // The group is gone: what it wrote is in the pipe, and a process
+        // that left the group (a daemon) and holds the pipe is not waited for.
+        let spooled = reading.map(Reading::finish);
         let (renewer_exit, lent) = renewer.stop();
         if let (true, Some(lease)) = (fleet, lent) {
             ctx.store = lease.into_store();
@@ -387,6 +400,9 @@ impl Holding {
             };
             say!("{}: {}{hint}", ctx.label(), e.message);
             ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            if let Some(s) = spooled {
+                ctx.end_output(s, Outcome::SpawnFailed);
+            }
             return Ok(e.code);
         }
         let outcome = Outcome::of(&Ending {
@@ -398,6 +414,9 @@ impl Holding {
             lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
         });
         ctx.finish(&key, outcome, ended.code, ended.signal);
+        if let Some(s) = spooled {
+            ctx.end_output(s, outcome);
+        }
         Ok(ended.exit_code())
     }
 }

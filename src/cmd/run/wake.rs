@@ -49,16 +49,16 @@ pub fn dir(spec: &StoreSpec) -> Result<PathBuf, String> {
     if let Some(holders) = spec.lock_dir() {
         return Ok(holders);
     }
-    if let Some(runtime) = runtime_dir() {
+    if let Some(runtime) = files::runtime_dir() {
         let d = runtime.join(RUNTIME_WAKE_DIR);
-        private_dir(&d)?;
+        files::private_dir(&d)?;
         return Ok(d);
     }
     let uid = nix::unistd::geteuid();
     let base = std::env::temp_dir().join(format!("{TMP_DIR_PREFIX}{uid}"));
-    private_dir(&base)?;
+    files::private_dir(&base)?;
     let d = base.join(TMP_WAKE_DIR);
-    private_dir(&d)?;
+    files::private_dir(&d)?;
     Ok(d)
 }
 
@@ -66,30 +66,6 @@ pub fn dir(spec: &StoreSpec) -> Result<PathBuf, String> {
 /// id has the form jobrun gives (it is read from the store).
 pub fn file_of(dir: &Path, pass_id: &str) -> Option<PathBuf> {
     valid_pass_id(pass_id).then(|| dir.join(format!("{pass_id}{WAKE_SUFFIX}")))
-}
-
-/// `$XDG_RUNTIME_DIR` when it is set, absolute, and a directory owned by
-/// the caller that no one else may enter.
-fn runtime_dir() -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
-    if !dir.is_absolute() {
-        return None;
-    }
-    let md = std::fs::symlink_metadata(&dir).ok()?;
-    let ours = md.uid() == nix::unistd::geteuid().as_raw();
-    (md.is_dir() && ours && md.mode() & 0o077 == 0).then_some(dir)
-}
-
-/// The mode a private directory is made with, and judged by: only its
-/// user may write it.
-const PRIVATE: u32 = 0o700;
-
-/// Create `dir` with mode 0700 if it is missing, then judge it as a
-/// directory of the caller's that no one else may write.
-fn private_dir(dir: &Path) -> Result<(), String> {
-    files::make_dir(dir, PRIVATE, false)?;
-    files::judge_if_present(dir, Kind::Dir, PRIVATE)
 }
 
 /// Whether a wake FIFO's metadata makes it ours to use (`files::judge`).
