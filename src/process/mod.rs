@@ -22,12 +22,14 @@ use crate::policy::lease::Proc;
 pub use identity::Identity;
 
 /// What one read of `/proc/PID/stat` says: state letter, parent, process
-/// group and start time (clock ticks since boot).
+/// group, session and start time (clock ticks since boot, on the reader's
+/// time namespace's boot clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     pub state: char,
     pub ppid: i32,
     pub pgrp: i32,
+    pub session: i32,
     pub start: u64,
 }
 
@@ -45,11 +47,13 @@ pub fn parse_stat(stat: &str) -> Option<Stat> {
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    let start = fields.nth(16)?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    let start = fields.nth(15)?.parse().ok()?;
     Some(Stat {
         state,
         ppid,
         pgrp,
+        session,
         start,
     })
 }
@@ -238,6 +242,9 @@ mod tests {
     fn stat_parses_names_with_spaces_and_parens() {
         let stat = "42 (a (b) c) S 1 40 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
         let s = parse_stat(stat).unwrap();
-        assert_eq!((s.state, s.ppid, s.pgrp, s.start), ('S', 1, 40, 98765));
+        assert_eq!(
+            (s.state, s.ppid, s.pgrp, s.session, s.start),
+            ('S', 1, 40, 42, 98765)
+        );
     }
 }

@@ -191,6 +191,8 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         host: identity.host.clone(),
         boot_id: identity.boot_id.clone(),
         pid_ns: identity.pid_ns.clone(),
+        time_ns: Some(identity.time_ns.clone()),
+        session: Some(identity.session),
         wrapper: this_process(),
         child: Some(held.proc()),
     };
