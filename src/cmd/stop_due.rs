@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cli::StopArgs;
-use crate::cmd::{all_known, evidence, holder_name, judge_lease};
+use crate::cmd::{all_known, evidence_of, holder_name, judge_lease};
 use crate::engine::{self, Seen, Stopping};
 use crate::evidence::{Evidence, OfPass, Sight, Verified};
 use crate::exit;
@@ -110,7 +110,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     if !all_known(store.as_mut(), &names, &spec, "")? {
         return Ok(exit::INCOMPLETE);
     }
-    let evidence = evidence(&spec);
+    let evidence = evidence_of(&spec, store.as_mut())?;
     let mut signalled: Vec<LeaseRow> = Vec::new();
     let mut stopping: Vec<(String, Stopping)> = Vec::new();
     let mut failed = 0;

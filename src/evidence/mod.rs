@@ -96,6 +96,9 @@ pub struct Evidence {
     pub me: Identity,
     pub reach: StoreReach,
     pub lock_dir: Option<Holders>,
+    /// The stamp of the PostgreSQL store judged for, when read: the
+    /// commands of its passes carry it (`process::identity::STORE_ENV`).
+    pub store_id: Option<String>,
 }
 
 impl Evidence {
@@ -104,6 +107,7 @@ impl Evidence {
             me,
             reach,
             lock_dir,
+            store_id: None,
         }
     }
 

@@ -17,7 +17,7 @@ use super::Evidence;
 use crate::files::{open_lock, still_held};
 use crate::policy::lease::{Holder, Proc};
 use crate::policy::member::{membership, Membership, Seat};
-use crate::process::identity::PASS_ENV;
+use crate::process::identity::{PASS_ENV, STORE_ENV};
 use crate::process::{self, State};
 
 /// What a member of a pass must match: the pass's id, its process group
@@ -105,13 +105,31 @@ impl Evidence {
             session: process::stat(pid).map(|s| s.session).or(holder.session),
         };
         match verify_member(child.pid, of) {
-            Verified::Yes(_) => Verified::Yes(format!(
-                "pid {pid} is running jobrun for this pass (its command carries the pass's id)"
-            )),
+            Verified::Yes(_) => match self.of_another_store(child.pid) {
+                Some(why) => Verified::No(format!("pid {pid} runs jobrun, but {why}")),
+                None => Verified::Yes(format!(
+                    "pid {pid} is running jobrun for this pass (its command carries the pass's \
+                     id)"
+                )),
+            },
             Verified::No(_) if process::runs_jobrun(child.pid) == Some(true) => Verified::Likely(
                 format!("pid {pid} is running jobrun; its command is held before exec"),
             ),
             other => other,
+        }
+    }
+
+    /// Why the command `pid` is of a pass of another PostgreSQL store than
+    /// the one judged for, if it is: it carries another store's stamp. A
+    /// command of a jobrun that gave none carries none, and is taken as of
+    /// this store, as before.
+    fn of_another_store(&self, pid: i32) -> Option<String> {
+        let ours = self.store_id.as_deref()?;
+        match process::environment_var(pid, STORE_ENV)? {
+            Some(theirs) if theirs != ours.as_bytes() => Some(format!(
+                "its command holds a slot of another store ({STORE_ENV} differs)"
+            )),
+            _ => None,
         }
     }
 }

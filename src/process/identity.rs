@@ -31,6 +31,10 @@ pub const HOST_ENV: &str = "JOBRUN_HOST";
 pub const BOOT_ID_ENV: &str = "JOBRUN_BOOT_ID";
 /// The pass id jobrun gives the command, which all it starts inherit.
 pub const PASS_ENV: &str = "JOBRUN_PASS";
+/// The stamp of the PostgreSQL store a pass holds its slot in, which jobrun
+/// gives the command: a row of another store naming this pass is not this
+/// pass's.
+pub const STORE_ENV: &str = "JOBRUN_STORE_ID";
 
 impl Identity {
     /// This machine's boot id (or `JOBRUN_BOOT_ID`).

@@ -207,6 +207,19 @@ pub fn environment_has(pid: i32, entry: &str) -> Option<bool> {
     Some(env.split(|b| *b == 0).any(|v| v == entry.as_bytes()))
 }
 
+/// The value of the variable `name` in the environment of `pid`: `None`
+/// when it cannot be read (another user's process), `Some(None)` when it
+/// has no such variable.
+pub fn environment_var(pid: i32, name: &str) -> Option<Option<Vec<u8>>> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{name}=");
+    Some(
+        env.split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+            .map(<[u8]>::to_vec),
+    )
+}
+
 /// The user `pid` runs as, from its `/proc` entry.
 pub fn uid_of(pid: i32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;

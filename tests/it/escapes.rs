@@ -153,13 +153,15 @@ fn a_setsid_daemon_named_by_a_forged_row_is_no_pass(env: &TestEnv) {
 }
 
 /// A row of store S naming a live pass of store T (its wrapper, its command,
-/// its real pass id): the wrapper holds no lock of S, but it runs, so it is
-/// not gone and its command is no orphan. stop-due on S signals nothing;
-/// the pass of T runs on and is recorded as it really ends.
-#[test]
-fn a_live_pass_of_another_store_is_unknown_never_gone() {
-    let s = TestEnv::sqlite();
-    let t = TestEnv::sqlite();
+/// its real pass id): the wrapper holds no lock of S (SQLite), its command
+/// carries T's stamp (PostgreSQL), but it runs, so it is not gone and its
+/// command is no orphan. stop-due on S signals nothing; the pass of T runs
+/// on and is recorded as it really ends.
+fn a_live_pass_of_another_store_is_unknown_never_gone(s: &TestEnv) {
+    let t = match s.kind {
+        Kind::Sqlite => TestEnv::sqlite(),
+        Kind::Postgres => TestEnv::postgres().expect("a server"),
+    };
     let p = start_pass(&t, "theirs", "theirs", "60s", &[]);
     let real = t.slot("theirs");
     let w = (p.wrapper as i32, start_of(p.wrapper as i32));
@@ -169,12 +171,12 @@ fn a_live_pass_of_another_store_is_unknown_never_gone() {
         Some(0)
     );
     let sid = session_of(w.0);
-    forge_lease(&s, "forged", &real.pass_id, w, c, Some(sid));
+    forge_lease(s, "forged", &real.pass_id, w, c, Some(sid));
     let slot = s.slot("forged");
     assert_eq!(slot.verdict.liveness, Liveness::Unknown, "{slot:?}");
     assert_eq!(slot.state, State::Running, "{slot:?}");
     assert!(!slot.verdict.reason.contains("gone"), "{slot:?}");
-    for said in stop_due_all(&s) {
+    for said in stop_due_all(s) {
         assert!(said.contains("signalled 0 in-flight"), "{said}");
         assert!(alive(p.child), "{said}");
         assert!(!t.path("theirs.termed").exists(), "{said}");
@@ -399,6 +401,7 @@ fn another_time_namespace_is_another_clock(env: &TestEnv) {
 
 both_stores!(
     a_setsid_daemon_named_by_a_forged_row_is_no_pass,
+    a_live_pass_of_another_store_is_unknown_never_gone,
     a_live_waiter_is_never_removed,
     another_time_namespace_is_another_clock,
 );

@@ -165,7 +165,8 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     }
     let mut store = open_to_write(choice)?;
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
-    let evidence = evidence(&spec);
+    let mut evidence = evidence(&spec);
+    evidence.store_id = pin.stamp().map(String::from);
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
@@ -180,6 +181,9 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         (crate::spawn::JOB_ENV, settings.job.clone()),
         (crate::process::identity::PASS_ENV, pass_id.clone()),
     ];
+    if let Some(stamp) = &evidence.store_id {
+        env.push((crate::process::identity::STORE_ENV, stamp.clone()));
+    }
     if settings.containers.is_some() {
         if let Some(label) = crate::engine::label(&pass_id) {
             env.push((crate::engine::LABEL_ENV, label));
