@@ -25,7 +25,7 @@ use std::os::fd::OwnedFd;
 
 use nix::sys::signal::Signal;
 
-use crate::evidence::{verify_member, Verified};
+use crate::evidence::{verify_member, OfPass, Verified};
 use crate::policy::lease::Proc;
 use crate::process::{self, Group, State};
 use crate::spawn::RunningChild;
@@ -91,8 +91,9 @@ pub enum Members<'a> {
     /// The group's leader is the command of a verified, live wrapper (its
     /// child, by pid, start time and parent): every member is the pass's.
     Led,
-    /// Only members that carry this pass id (an orphaned group).
-    OfPass(&'a str),
+    /// Only members of this pass (`evidence::verify_member`: in its group,
+    /// inside the wrapper's session, carrying its id): an orphaned group.
+    OfPass(OfPass<'a>),
 }
 
 /// A pass's process group, as this process may signal it.
@@ -136,7 +137,7 @@ fn signal_members(
 ) -> Result<usize, NotSignalled> {
     let allowed = |pid| match members {
         Members::Led => true,
-        Members::OfPass(pass_id) => matches!(verify_member(pid, pass_id), Verified::Yes(_)),
+        Members::OfPass(of) => matches!(verify_member(pid, of), Verified::Yes(_)),
     };
     let Group::Runs(running) = process::group(pgid) else {
         return Err(NotSignalled::Gone);

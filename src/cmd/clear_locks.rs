@@ -8,7 +8,7 @@
 use anyhow::Result;
 
 use crate::cli::ClearArgs;
-use crate::cmd::{all_known, evidence, holder_name, judged, queued_pass};
+use crate::cmd::{all_known, evidence_of, holder_name, judged, queued_pass};
 use crate::engine::{self, Seen};
 use crate::evidence::Evidence;
 use crate::exit;
@@ -54,7 +54,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     }
     let (mut cleared, mut kept_alive, mut kept_unknown) = (0, 0, 0);
     let would = if a.dry_run { "would " } else { "" };
-    let evidence = evidence(&spec);
+    let evidence = evidence_of(&spec, store.as_mut())?;
     let by = operator(if a.force {
         "clear-locks --force"
     } else {

@@ -26,6 +26,16 @@ pub fn evidence(spec: &StoreSpec) -> Evidence {
     Evidence::new(Identity::current(), spec.reach(), holders)
 }
 
+/// `evidence`, knowing which store it judges for: a PostgreSQL store's
+/// stamp, which the commands of its passes carry (`Evidence::store_id`).
+pub fn evidence_of(spec: &StoreSpec, store: &mut dyn Store) -> anyhow::Result<Evidence> {
+    let mut evidence = evidence(spec);
+    evidence.store_id = store
+        .identity()?
+        .map(|id| crate::store::stamp_of(&id).to_string());
+    Ok(evidence)
+}
+
 /// Judge the holder of a lease: its processes and, when its pass declared
 /// a container engine, its containers, the two combined by
 /// `policy::containers::combine`. Every judge of a lease (a pass

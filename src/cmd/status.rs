@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use crate::cli::StatusArgs;
-use crate::cmd::{all_known, evidence, judged, open_to_read};
+use crate::cmd::{all_known, evidence_of, judged, open_to_read};
 use crate::evidence::{Evidence, Sight, Verdict};
 use crate::exit;
 use crate::model::{
@@ -189,7 +189,7 @@ pub fn run(choice: &StoreChoice, a: StatusArgs) -> Result<i32> {
     };
     let known = all_known(store.as_mut(), &names, spec, "")?;
     let jobs = store.jobs(&names)?;
-    let evidence = evidence(spec);
+    let evidence = evidence_of(spec, store.as_mut())?;
     let leases = judged(store.leases(&names)?, &evidence);
     let waiters = store.waiters(&names)?;
     let pauses = store.pauses()?;

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cli::StopArgs;
-use crate::cmd::{all_known, evidence, holder_name, judge_lease};
+use crate::cmd::{all_known, evidence_of, holder_name, judge_lease};
 use crate::engine::{self, Seen, Stopping};
-use crate::evidence::{Evidence, Sight, Verified};
+use crate::evidence::{Evidence, OfPass, Sight, Verified};
 use crate::exit;
 use crate::policy::containers::Engine;
 use crate::policy::lease::{decide, Decision, FreeReason, LeaseRow, Proc};
@@ -30,8 +30,9 @@ enum Target {
     /// The wrapper: it forwards to the command's group, waits, releases.
     Wrapper(Proc),
     /// An orphaned pass (its wrapper is gone): every running process of its
-    /// group (whose id is the recorded child's pid) that carries its pass id.
-    Group(i32, String),
+    /// group (whose id is the recorded child's pid) that is a member of the
+    /// pass (`evidence::verify_member`).
+    Group(i32, String, Option<i32>),
 }
 
 impl Target {
@@ -40,10 +41,14 @@ impl Target {
             Target::Wrapper(p) => {
                 signal_verified(*p, sig, dry_run).map(|()| format!("wrapper pid {}", p.pid))
             }
-            Target::Group(pgid, pass_id) => {
+            Target::Group(pgid, pass_id, session) => {
                 let group = PassGroup::Recorded {
                     pgid: *pgid,
-                    members: Members::OfPass(pass_id),
+                    members: Members::OfPass(OfPass {
+                        id: pass_id,
+                        group: *pgid,
+                        session: *session,
+                    }),
                 };
                 signal_group(group, sig, dry_run)
                     .map(|n| format!("{n} process(es) of orphaned process group {pgid}"))
@@ -69,6 +74,12 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
                 escape(&l.holder.pid_ns)
             ))
         }
+        Sight::OtherClock => {
+            return Err(format!(
+                "recorded in another time namespace ({})",
+                escape(l.holder.time_ns.as_deref().unwrap_or_default())
+            ))
+        }
     }
     // Only a process verified as this pass's wrapper (it holds the pass's
     // kernel lock; on a fleet store, it runs jobrun and its command carries
@@ -83,7 +94,7 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
     // The processes alone: an orphaned group is signalled member by member.
     let v = evidence.judge(&l.holder, &l.pass_id);
     match l.holder.child {
-        Some(c) if v.orphaned => Ok(Target::Group(c.pid, l.pass_id.clone())),
+        Some(c) if v.orphaned => Ok(Target::Group(c.pid, l.pass_id.clone(), l.holder.session)),
         _ => Err(wrapper_err),
     }
 }
@@ -99,7 +110,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     if !all_known(store.as_mut(), &names, &spec, "")? {
         return Ok(exit::INCOMPLETE);
     }
-    let evidence = evidence(&spec);
+    let evidence = evidence_of(&spec, store.as_mut())?;
     let mut signalled: Vec<LeaseRow> = Vec::new();
     let mut stopping: Vec<(String, Stopping)> = Vec::new();
     let mut failed = 0;
@@ -284,7 +295,11 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                         {
                             Ok(Members::Led)
                         }
-                        _ => Ok(Members::OfPass(&l.pass_id)),
+                        _ => Ok(Members::OfPass(OfPass {
+                            id: &l.pass_id,
+                            group: child.pid,
+                            session: l.holder.session,
+                        })),
                     };
                     let sent = members.and_then(|members| {
                         let group = PassGroup::Recorded {

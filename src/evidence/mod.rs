@@ -3,7 +3,10 @@
 //!
 //! The invariant this module keeps: absence of evidence is not evidence of
 //! death. A pid means something only on the boot and in the PID namespace
-//! that recorded it, and only together with its start time. Anything this
+//! that recorded it, and only together with its start time, which means
+//! something only in the time namespace that read it. "Gone" means no
+//! process has that pid and start time; a recorded process that runs but
+//! cannot be verified as the pass's is `Unknown`, never gone. Anything this
 //! process cannot check directly is `Unknown`, and `Unknown` never frees a
 //! slot by itself: the lease expiry decides. What `/proc` says comes from
 //! `process`, the holders' kernel locks from `files`; this module only
@@ -20,11 +23,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::files::{probe_lock, Holders, LockProbe};
-use crate::policy::lease::{Holder, Proc};
+use crate::policy::lease::{time_ns_of, Holder, Proc};
 use crate::policy::Liveness;
 use crate::process::{self, Group, Identity, State};
 
-pub use verify::{verify_member, Verified};
+pub use verify::{verify_member, OfPass, Verified};
 
 /// A judgement with the reason an operator reads, for example
 /// `dead: pid 4242 start time differs (pid reused)`.
@@ -81,6 +84,9 @@ pub enum Sight {
     OtherHost,
     /// This kernel, another PID namespace (a container).
     OtherNamespace,
+    /// This kernel and PID namespace, another time namespace: the pids are
+    /// the same, but their start times read here are offset.
+    OtherClock,
 }
 
 /// Everything a judgement needs besides the row: who is judging, how far
@@ -90,6 +96,9 @@ pub struct Evidence {
     pub me: Identity,
     pub reach: StoreReach,
     pub lock_dir: Option<Holders>,
+    /// The stamp of the PostgreSQL store judged for, when read: the
+    /// commands of its passes carry it (`process::identity::STORE_ENV`).
+    pub store_id: Option<String>,
 }
 
 impl Evidence {
@@ -98,6 +107,7 @@ impl Evidence {
             me,
             reach,
             lock_dir,
+            store_id: None,
         }
     }
 
@@ -107,8 +117,9 @@ impl Evidence {
         self.lock_dir.as_ref()?.lock_of(pass_id)
     }
 
-    /// Whether a holder's pids mean anything to this process: the boot and
-    /// PID-namespace gate, in one place.
+    /// Whether a holder's pids mean anything to this process: the boot,
+    /// PID- and time-namespace gate, in one place. A row that recorded no
+    /// time namespace was written in the initial one (`time_ns_of`).
     pub fn sight(&self, holder: &Holder) -> Sight {
         let me = &self.me;
         if holder.boot_id != me.boot_id {
@@ -119,6 +130,9 @@ impl Evidence {
         }
         if holder.pid_ns != me.pid_ns {
             return Sight::OtherNamespace;
+        }
+        if time_ns_of(holder.time_ns.as_deref()) != time_ns_of(Some(&me.time_ns)) {
+            return Sight::OtherClock;
         }
         Sight::Pids
     }
@@ -135,6 +149,19 @@ impl Evidence {
                 return Verdict::new(Liveness::Unknown, format!("other host {}", holder.host))
             }
             Sight::Pids => return judge_by_pids(self, holder, pass_id, Row::Lease),
+            // Start times read here are offset from the holder's: no pid can
+            // be checked, and nothing here is "dead"; its kernel lock still
+            // says when it lives.
+            Sight::OtherClock => {
+                let ns = time_ns_of(holder.time_ns.as_deref());
+                return match lock.as_deref().map(probe_lock) {
+                    Some(LockProbe::Held) => Verdict::new(
+                        Liveness::Alive,
+                        format!("wrapper holds its lock (time namespace {ns})"),
+                    ),
+                    _ => Verdict::new(Liveness::Unknown, format!("other time namespace {ns}")),
+                };
+            }
             Sight::OtherNamespace => {}
         }
         // Same kernel, another PID namespace (a container): the pids mean
@@ -204,19 +231,21 @@ fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str, row: Row) 
     let w = holder.wrapper;
     let state = process::read(w);
     let (wrapper, wrapper_reason) = match &state {
-        State::Running => match evidence.verify_wrapper(holder, pass_id) {
-            Verified::Yes(why) | Verified::Likely(why) => {
-                return Verdict::new(Liveness::Alive, why)
+        // The recorded wrapper runs: it is not gone, whatever its command
+        // does. Either it is this pass's wrapper, or nothing here says who
+        // holds the slot (the lease decides); a queue row that names some
+        // other process is a ghost (a waiter has no command that could run
+        // on).
+        State::Running => {
+            return match evidence.verify_wrapper(holder, pass_id) {
+                Verified::Yes(why) | Verified::Likely(why) => Verdict::new(Liveness::Alive, why),
+                Verified::No(why) if row == Row::Waiter => {
+                    Verdict::new(Liveness::Dead, format!("ghost: wrapper {why}"))
+                }
+                Verified::No(why) => Verdict::new(Liveness::Unknown, format!("wrapper {why}")),
+                Verified::Cannot(why) => Verdict::new(Liveness::Unknown, why),
             }
-            // A live process that is not this pass's wrapper: the row does
-            // not say who holds the slot; a queue row that names one is a
-            // ghost (a waiter has no command that could run on).
-            Verified::No(why) if row == Row::Waiter => {
-                return Verdict::new(Liveness::Dead, format!("ghost: wrapper {why}"))
-            }
-            Verified::No(why) => (Liveness::Unknown, format!("wrapper {why}")),
-            Verified::Cannot(why) => (Liveness::Unknown, format!("wrapper {why}")),
-        },
+        }
         State::Unreadable(_) if lock.map(probe_lock) == Some(LockProbe::Held) => {
             // /proc hides it, but the kernel lock is held: a second opinion.
             return Verdict::new(
@@ -229,14 +258,25 @@ fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str, row: Row) 
     let Some(child) = holder.child else {
         return Verdict::new(wrapper, wrapper_reason);
     };
+    // The pass's processes without its wrapper: orphaned when the wrapper
+    // is gone, alive (not orphaned) when /proc hides the wrapper.
+    let runs_on = |gone: String, what: String| match wrapper {
+        Liveness::Dead => Verdict::orphaned(format!("{gone} but {what}")),
+        _ => Verdict::new(Liveness::Alive, format!("{what}; wrapper {wrapper_reason}")),
+    };
+    let of = OfPass {
+        id: pass_id,
+        group: child.pid,
+        session: holder.session,
+    };
     let child_state = process::read(child);
     let (child_live, child_reason) = match &child_state {
-        State::Running => match verify_member(child.pid, pass_id) {
+        State::Running => match verify_member(child.pid, of) {
             Verified::Yes(_) => {
-                return Verdict::orphaned(format!(
-                    "wrapper pid {} is gone but child pid {} runs on",
-                    w.pid, child.pid
-                ))
+                return runs_on(
+                    format!("wrapper pid {} is gone", w.pid),
+                    format!("child pid {} runs on", child.pid),
+                )
             }
             Verified::No(why) | Verified::Likely(why) | Verified::Cannot(why) => {
                 (Liveness::Unknown, why)
@@ -246,18 +286,17 @@ fn judge_by_pids(evidence: &Evidence, holder: &Holder, pass_id: &str, row: Row) 
     };
     // The pass is its whole process group, whose id is the child's pid. A
     // group id is not reused while the group has members, so once the
-    // child is gone (or exited, unreaped) a process still in that group
-    // that carries the pass's id is of this pass. A pid reused by another
-    // process means the group emptied first.
+    // child is gone (or exited, unreaped) a process still in that group,
+    // in the wrapper's session, that carries the pass's id is of this pass.
+    // A pid reused by another process means the group emptied first.
     let group_verdict = match child_state {
         State::Gone | State::Exited => match process::group(child.pid) {
-            Group::Runs(members) => match verify::pass_members(pass_id, &members) {
+            Group::Runs(members) => match verify::pass_members(of, &members) {
                 (ours, _) if !ours.is_empty() => {
-                    return Verdict::orphaned(format!(
-                        "wrapper pid {} and child pid {} are gone but pid {} of its process \
-                         group runs on",
-                        w.pid, child.pid, ours[0]
-                    ))
+                    return runs_on(
+                        format!("wrapper pid {} and child pid {} are gone", w.pid, child.pid),
+                        format!("pid {} of its process group runs on", ours[0]),
+                    )
                 }
                 (_, true) => Some(format!(
                     "process group {} has members this process cannot inspect",
@@ -314,6 +353,8 @@ mod tests {
             host: me.host,
             boot_id: me.boot_id,
             pid_ns: me.pid_ns,
+            time_ns: Some(me.time_ns),
+            session: Some(me.session),
             wrapper,
             child,
         }
@@ -361,41 +402,113 @@ mod tests {
         assert_eq!(v.reason, "other host web2");
     }
 
+    /// A process of pass 000000000000 (it carries the pass's id), started
+    /// as jobrun starts a command (`own_group`: leading its own group
+    /// inside this session) or as a `setsid` escapee, once it has exec'd.
+    fn carrier(own_group: bool) -> (std::process::Child, Proc) {
+        use std::os::unix::process::CommandExt;
+        let mut c = if own_group {
+            let mut c = std::process::Command::new("sleep");
+            c.process_group(0);
+            c
+        } else {
+            let mut c = std::process::Command::new("setsid");
+            c.arg("sleep");
+            c
+        };
+        let child = c
+            .arg("30")
+            .env("JOBRUN_PASS", "000000000000")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Ready once it has exec'd sleep with its environment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim_end() != "sleep")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let p = Proc {
+            pid,
+            start: start_time(pid).unwrap(),
+        };
+        (child, p)
+    }
+
     #[test]
     fn orphaned_child_keeps_the_holder_alive() {
         let gone = Proc {
             pid: i32::MAX - 1,
             start: 1,
         };
-        // A command of pass 000000000000 runs on: it carries the pass's id.
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env("JOBRUN_PASS", "000000000000")
-            .spawn()
-            .unwrap();
-        let pid = child.id() as i32;
-        // Ready once it has exec'd with its environment.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while verify_member(pid, "000000000000")
-            != Verified::Yes(format!("pid {pid} carries the pass's id"))
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let command = Proc {
-            pid,
-            start: start_time(pid).unwrap(),
-        };
+        let (mut child, command) = carrier(true);
         let v = judge(&holder_of(gone, Some(command)));
+        // Recorded in another session than the wrapper's: no member.
+        let mut elsewhere = holder_of(gone, Some(command));
+        elsewhere.session = Some(me().session + 1);
+        let elsewhere = judge(&elsewhere);
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(v.liveness, Liveness::Alive, "{v}");
         assert!(v.orphaned);
+        assert_eq!(elsewhere.liveness, Liveness::Unknown, "{elsewhere}");
+        assert!(!elsewhere.orphaned);
         // A live process without the pass's id is no evidence.
         let v = judge(&holder_of(gone, Some(this_process())));
         assert_eq!(v.liveness, Liveness::Unknown, "{v}");
         let v = judge(&holder_of(gone, Some(gone)));
         assert_eq!(v.liveness, Liveness::Dead, "{v}");
+    }
+
+    /// A daemon that left with `setsid` carries the pass's id for life, yet
+    /// it is no member of the pass, whatever a row names it.
+    #[test]
+    fn a_setsid_escapee_is_no_member() {
+        let gone = Proc {
+            pid: i32::MAX - 1,
+            start: 1,
+        };
+        let (mut daemon, d) = carrier(false);
+        let mut forged = holder_of(gone, Some(d));
+        let v = judge(&forged);
+        forged.session = Some(d.pid);
+        let v_own_session = judge(&forged);
+        let of = OfPass {
+            id: "000000000000",
+            group: d.pid,
+            session: None,
+        };
+        let member = verify_member(d.pid, of);
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        for v in [v, v_own_session] {
+            assert_eq!(v.liveness, Liveness::Unknown, "{v}");
+            assert!(!v.orphaned, "{v}");
+            assert!(
+                v.reason.contains("setsid") || v.reason.contains("session"),
+                "{v}"
+            );
+        }
+        assert!(matches!(member, Verified::No(_)), "{member:?}");
+    }
+
+    /// A wrapper that runs is never "gone": a live process the row names
+    /// that is not this pass's wrapper (it holds no lock of this store)
+    /// leaves the holder unknown, even when the row's command is a live
+    /// member of the pass.
+    #[test]
+    fn a_running_wrapper_that_cannot_be_verified_is_unknown_not_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let evidence = Evidence::new(me(), StoreReach::OneMachine, holders(dir.path().into()));
+        let (mut child, command) = carrier(true);
+        let v = evidence.judge(&holder_of(this_process(), Some(command)), "000000000000");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(v.liveness, Liveness::Unknown, "{v}");
+        assert!(!v.orphaned, "{v}");
+        assert!(!v.reason.contains("gone"), "{v}");
     }
 
     #[test]

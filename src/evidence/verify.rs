@@ -5,7 +5,10 @@
 //! Before a recorded process is trusted as alive or signalled it is checked
 //! against what only the real pass has: the kernel lock its wrapper holds
 //! (one-machine stores), the jobrun binary and its command as its child
-//! (fleet stores), the pass id in its environment (members).
+//! (fleet stores), and for members where the kernel says they sit (the
+//! pass's process group, inside the wrapper's session, never a session
+//! leader's group: `policy::member`) besides the pass id in their
+//! environment, which a process that escaped with `setsid` carries too.
 
 use std::io::Read;
 use std::path::Path;
@@ -13,8 +16,19 @@ use std::path::Path;
 use super::Evidence;
 use crate::files::{open_lock, still_held};
 use crate::policy::lease::{Holder, Proc};
-use crate::process::identity::PASS_ENV;
+use crate::policy::member::{membership, Membership, Seat};
+use crate::process::identity::{PASS_ENV, STORE_ENV};
 use crate::process::{self, State};
+
+/// What a member of a pass must match: the pass's id, its process group
+/// (the command's pid) and, where the row recorded it, the wrapper's
+/// session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfPass<'a> {
+    pub id: &'a str,
+    pub group: i32,
+    pub session: Option<i32>,
+}
 
 /// Whether a running process is what a row says it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,15 +64,30 @@ impl Evidence {
             let Some(lock) = self.lock_of(pass_id) else {
                 return Verified::No("its pass id names no lock of this store".into());
             };
-            return verify_lock_holder(&lock, holder.wrapper);
+            return match verify_lock_holder(&lock, holder.wrapper) {
+                // No file at all (a tmp cleaner, a member of a group store
+                // removed it): a running jobrun there may well be the
+                // wrapper, so it is not known to be another process.
+                Verified::No(_) if std::fs::symlink_metadata(&lock).is_err() => {
+                    match process::runs_jobrun(pid) {
+                        Some(false) => Verified::No(format!("pid {pid} is not a jobrun process")),
+                        _ => Verified::Cannot(format!(
+                            "lock file missing; wrapper pid {pid} running"
+                        )),
+                    }
+                }
+                other => other,
+            };
         }
         match process::runs_jobrun(pid) {
             Some(true) => {}
             Some(false) => return Verified::No(format!("pid {pid} is not a jobrun process")),
-            None => return Verified::Cannot(format!("pid {pid} cannot be inspected")),
+            None => return Verified::Cannot(format!("wrapper pid {pid} cannot be inspected")),
         }
         let Some(child) = holder.child else {
-            return Verified::Cannot(format!("pid {pid} runs jobrun; no command is recorded"));
+            return Verified::Cannot(format!(
+                "wrapper pid {pid} runs jobrun; no command is recorded"
+            ));
         };
         match process::stat(child.pid) {
             Some(s) if s.start == child.start && s.ppid == pid && !s.exited() => {}
@@ -68,14 +97,39 @@ impl Evidence {
                 ))
             }
         }
-        match verify_member(child.pid, pass_id) {
-            Verified::Yes(_) => Verified::Yes(format!(
-                "pid {pid} is running jobrun for this pass (its command carries the pass's id)"
-            )),
+        // The command sits in the wrapper's session: the live wrapper's,
+        // which a row cannot name.
+        let of = OfPass {
+            id: pass_id,
+            group: child.pid,
+            session: process::stat(pid).map(|s| s.session).or(holder.session),
+        };
+        match verify_member(child.pid, of) {
+            Verified::Yes(_) => match self.of_another_store(child.pid) {
+                Some(why) => Verified::No(format!("pid {pid} runs jobrun, but {why}")),
+                None => Verified::Yes(format!(
+                    "pid {pid} is running jobrun for this pass (its command carries the pass's \
+                     id)"
+                )),
+            },
             Verified::No(_) if process::runs_jobrun(child.pid) == Some(true) => Verified::Likely(
                 format!("pid {pid} is running jobrun; its command is held before exec"),
             ),
             other => other,
+        }
+    }
+
+    /// Why the command `pid` is of a pass of another PostgreSQL store than
+    /// the one judged for, if it is: it carries another store's stamp. A
+    /// command of a jobrun that gave none carries none, and is taken as of
+    /// this store, as before.
+    fn of_another_store(&self, pid: i32) -> Option<String> {
+        let ours = self.store_id.as_deref()?;
+        match process::environment_var(pid, STORE_ENV)? {
+            Some(theirs) if theirs != ours.as_bytes() => Some(format!(
+                "its command holds a slot of another store ({STORE_ENV} differs)"
+            )),
+            _ => None,
         }
     }
 }
@@ -131,29 +185,39 @@ pub(super) fn verify_lock_holder(lock: &Path, wrapper: Proc) -> Verified {
                 }
             }
             Verified::Cannot(format!(
-                "the pass's lock is held, but not seen held by pid {pid}"
+                "the pass's lock is held, but not seen held by wrapper pid {pid}"
             ))
         }
     }
 }
 
-/// Whether running process `pid` belongs to pass `pass_id`: the command and
-/// what it starts carry `JOBRUN_PASS` in their environment.
-pub fn verify_member(pid: i32, pass_id: &str) -> Verified {
-    match process::environment_has(pid, &format!("{PASS_ENV}={pass_id}")) {
-        Some(true) => Verified::Yes(format!("pid {pid} carries the pass's id")),
-        Some(false) => Verified::No(format!("pid {pid} is not of this pass")),
-        None => Verified::Cannot(format!("pid {pid} cannot be inspected")),
+/// Whether running process `pid` is a member of the pass `of`: where the
+/// kernel says it sits (its group and session, by `policy::member`), and
+/// the pass's id in its environment (the command and what it starts carry
+/// `JOBRUN_PASS`).
+pub fn verify_member(pid: i32, of: OfPass) -> Verified {
+    let Some(s) = process::stat(pid) else {
+        return Verified::Cannot(format!("pid {pid} cannot be inspected"));
+    };
+    let seat = Seat {
+        pgid: s.pgrp,
+        session: s.session,
+    };
+    let carries = process::environment_has(pid, &format!("{PASS_ENV}={}", of.id));
+    match membership(of.group, of.session, seat, carries) {
+        Membership::Member => Verified::Yes(format!("pid {pid} carries the pass's id")),
+        Membership::Outside(why) => Verified::No(format!("pid {pid} {why}")),
+        Membership::Cannot => Verified::Cannot(format!("pid {pid} cannot be inspected")),
     }
 }
 
-/// The running members of a group that belong to pass `pass_id`, and
-/// whether any member could not be inspected.
-pub(super) fn pass_members(pass_id: &str, members: &[i32]) -> (Vec<i32>, bool) {
+/// The running members of the pass's group (`members`) that belong to the
+/// pass `of`, and whether any member could not be inspected.
+pub(super) fn pass_members(of: OfPass, members: &[i32]) -> (Vec<i32>, bool) {
     let mut ours = vec![];
     let mut unsure = false;
     for &m in members {
-        match verify_member(m, pass_id) {
+        match verify_member(m, of) {
             Verified::Yes(_) => ours.push(m),
             Verified::No(_) => {}
             Verified::Likely(_) | Verified::Cannot(_) => unsure = true,

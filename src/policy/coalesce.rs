@@ -53,6 +53,8 @@ mod tests {
             host: "h".into(),
             boot_id: "b".into(),
             pid_ns: "n".into(),
+            time_ns: None,
+            session: None,
             wrapper: Proc { pid: 1, start: 1 },
             child: None,
         };

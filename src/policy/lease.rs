@@ -59,11 +59,46 @@ pub struct Holder {
     pub host: String,
     pub boot_id: String,
     pub pid_ns: String,
+    /// The time namespace its start times and boot-clock stamps were read
+    /// in; `None` on rows of a jobrun that did not record it (see
+    /// `time_ns_of`).
+    pub time_ns: Option<String>,
+    /// The wrapper's session: the command's process group lives inside it.
+    /// `None` on rows of a jobrun that did not record it.
+    pub session: Option<i32>,
     /// The `jobrun run` process that holds the lease.
     pub wrapper: Proc,
     /// The command's process, forked and put on record before it may
     /// exec; its pid is also the id of the pass's process group.
     pub child: Option<Proc>,
+}
+
+impl Holder {
+    /// The boot clock the holder stamped its row on (see `boot_clock`).
+    pub fn boot_clock(&self) -> String {
+        boot_clock(&self.boot_id, self.time_ns.as_deref())
+    }
+}
+
+/// The initial time namespace (the kernel's `PROC_TIME_INIT_INO`): where
+/// every process runs unless it was started in another one.
+pub const INITIAL_TIME_NS: &str = "time:[4026531834]";
+
+/// The time namespace a start time or a boot-clock stamp was read in, as
+/// recorded (or read): a row of a jobrun that recorded none, and a kernel
+/// without time namespaces, mean the initial one.
+pub fn time_ns_of(recorded: Option<&str>) -> &str {
+    recorded
+        .filter(|t| !t.is_empty())
+        .unwrap_or(INITIAL_TIME_NS)
+}
+
+/// One boot clock: a boot (its id) seen from one time namespace. Two
+/// readings of `CLOCK_BOOTTIME`, or two `/proc` start times, compare only
+/// when their boot clocks are the same: a time namespace offsets that
+/// clock (`unshare --time --boottime`, a CRIU restore).
+pub fn boot_clock(boot_id: &str, time_ns: Option<&str>) -> String {
+    format!("{boot_id} {}", time_ns_of(time_ns))
 }
 
 /// Identifies one lease: the job, the slot, and the fencing token under
@@ -77,14 +112,15 @@ pub struct LeaseKey {
 
 /// The store's clock at one instant, read inside the transaction that uses
 /// it: the server's wall clock on PostgreSQL (one clock for a fleet), this
-/// host's on SQLite, where `boot` also carries this boot's id and its
-/// `CLOCK_BOOTTIME` (a clock that never steps).
+/// host's on SQLite, where `boot` also carries this process's boot clock
+/// (`boot_clock`: boot id and time namespace) and its `CLOCK_BOOTTIME` (a
+/// clock that never steps).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Clock {
     /// Wall time in Unix milliseconds.
     pub now_ms: i64,
-    /// This boot's id and `CLOCK_BOOTTIME` in milliseconds, on a one-machine
-    /// store.
+    /// This process's boot clock (`boot_clock`) and its reading in
+    /// milliseconds, on a one-machine store.
     pub boot: Option<(String, i64)>,
 }
 
@@ -103,10 +139,12 @@ impl Clock {
     }
 
     /// Milliseconds since an instant a row recorded: on the boot clock when
-    /// the row was stamped on this boot (`row_boot` is its boot id and
-    /// `boot` its boot-clock stamp), else on the wall clock. The one place
-    /// that picks the clock: a wall-clock step never makes a lease of this
-    /// boot look lapsed or forfeited.
+    /// the row was stamped on this boot clock (`row_boot` is its
+    /// `boot_clock`: this boot, seen from this time namespace; `boot` its
+    /// boot-clock stamp), else on the wall clock. The one place that picks
+    /// the clock: a wall-clock step never makes a lease of this boot look
+    /// lapsed or forfeited, and a boot clock offset by another time
+    /// namespace never ages a row stamped on this one.
     pub fn since(&self, row_boot: &str, wall: i64, boot: Option<i64>) -> i64 {
         match (&self.boot, boot) {
             (Some((id, now)), Some(then)) if id == row_boot => now.saturating_sub(then),
@@ -146,7 +184,8 @@ pub struct Ages {
 
 impl Ages {
     /// The one rule for lapse and forfeiture: the ages of a row stamped
-    /// `stamps` by a holder of boot `row_boot`, on `clock`.
+    /// `stamps` by a holder on boot clock `row_boot` (`Holder::boot_clock`),
+    /// on `clock`.
     pub fn of(stamps: &Stamps, row_boot: &str, clock: &Clock) -> Ages {
         let renewed_ago_ms = clock.since(row_boot, stamps.renewed_ms, stamps.renewed_boot_ms);
         Ages {
@@ -211,7 +250,7 @@ impl LeaseRow {
         stamps: Stamps,
         clock: &Clock,
     ) -> LeaseRow {
-        let ages = Ages::of(&stamps, &holder.boot_id, clock);
+        let ages = Ages::of(&stamps, &holder.boot_clock(), clock);
         LeaseRow {
             job: key.job,
             slot: key.slot,
@@ -293,7 +332,7 @@ impl WaiterRow {
         stamps: Stamps,
         clock: &Clock,
     ) -> WaiterRow {
-        let ages = Ages::of(&stamps, &holder.boot_id, clock);
+        let ages = Ages::of(&stamps, &holder.boot_clock(), clock);
         WaiterRow {
             id,
             job,
@@ -531,6 +570,8 @@ mod tests {
             host: "h".into(),
             boot_id: "b".into(),
             pid_ns: "n".into(),
+            time_ns: None,
+            session: None,
             wrapper: Proc { pid: 1, start: 1 },
             child: None,
         }
@@ -620,6 +661,45 @@ mod tests {
                 "{clock:?}"
             );
             assert_eq!(a.expires_in_ms, 3_000 - renewed);
+        }
+    }
+
+    /// One boot seen from another time namespace is another boot clock: a
+    /// row stamped there is aged on the wall clock, however far that
+    /// namespace's boot clock is offset. A row that recorded no time
+    /// namespace was stamped in the initial one.
+    #[test]
+    fn a_boot_clock_is_one_boot_seen_from_one_time_namespace() {
+        let stamps = Stamps {
+            acquired_ms: NOW - 10_000,
+            renewed_ms: NOW - 1_000,
+            acquired_boot_ms: Some(50_000),
+            renewed_boot_ms: Some(59_000),
+            lease_ms: 3_000,
+            max_hold_ms: 20_000,
+        };
+        let offset = 100_000_000_000;
+        // (the reader's time namespace and boot-clock reading, the row's
+        // time namespace) -> (held, renewed ago)
+        let table = [
+            ((None, 60_000), None, (10_000, 1_000)),
+            ((Some(""), 60_000), Some(INITIAL_TIME_NS), (10_000, 1_000)),
+            ((Some("time:[7]"), 60_000 + offset), None, (10_000, 1_000)),
+            ((None, 60_000), Some("time:[7]"), (10_000, 1_000)),
+            (
+                (Some("time:[7]"), 61_000),
+                Some("time:[7]"),
+                (11_000, 2_000),
+            ),
+        ];
+        for ((mine, reading), theirs, want) in table {
+            let clock = Clock {
+                now_ms: NOW,
+                boot: Some((boot_clock("b", mine), reading)),
+            };
+            let a = Ages::of(&stamps, &boot_clock("b", theirs), &clock);
+            assert_eq!((a.held_ms, a.renewed_ago_ms), want, "{mine:?} {theirs:?}");
+            assert!(!a.lapsed() && !a.forfeited(), "{mine:?} {theirs:?}");
         }
     }
 

@@ -3,13 +3,15 @@
 //! Stores keep rows and commands gather evidence; both ask here what the
 //! rows mean: which characters a name may hold, whether a lease lapsed or was forfeited (and on which clock),
 //! which holder may be freed, how many slots a job has, whether a pause
-//! stands, which queued pass a newcomer joins, how a pass ended, how the
-//! evidence of its processes and of its containers combine. Each rule has
-//! exactly one deciding function and a table-driven test.
+//! stands, which queued pass a newcomer joins, which process is a member
+//! of a pass, how a pass ended, how the evidence of its processes and of
+//! its containers combine. Each rule has exactly one deciding function and
+//! a table-driven test.
 
 pub mod coalesce;
 pub mod containers;
 pub mod lease;
+pub mod member;
 pub mod names;
 pub mod outcome;
 pub mod pause;

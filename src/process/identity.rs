@@ -1,9 +1,13 @@
 //! Who and where this process is, as far as evidence goes: host name, boot
-//! id and PID namespace.
+//! id, PID and time namespaces, and its session.
 //!
 //! A pid means something only on the boot and in the PID namespace that
-//! recorded it; these three values are what a holder row records beside
-//! its pids, and what a judge compares before it looks at any pid.
+//! recorded it, and a start time or a boot-clock stamp only in the time
+//! namespace that read it (a time namespace offsets the boot clock, and
+//! `/proc` start times with it); these values are what a holder row
+//! records beside its pids, and what a judge compares before it looks at
+//! any pid. The session is the wrapper's: its command's process group
+//! lives inside it, and whatever leaves it left the pass.
 
 use std::fs;
 
@@ -13,6 +17,11 @@ pub struct Identity {
     pub host: String,
     pub boot_id: String,
     pub pid_ns: String,
+    /// `/proc/self/ns/time` (`time:[N]`); empty where the kernel has no
+    /// time namespaces.
+    pub time_ns: String,
+    /// This process's session id.
+    pub session: i32,
 }
 
 /// Environment variables that override the recorded host identity. They
@@ -22,6 +31,10 @@ pub const HOST_ENV: &str = "JOBRUN_HOST";
 pub const BOOT_ID_ENV: &str = "JOBRUN_BOOT_ID";
 /// The pass id jobrun gives the command, which all it starts inherit.
 pub const PASS_ENV: &str = "JOBRUN_PASS";
+/// The stamp of the PostgreSQL store a pass holds its slot in, which jobrun
+/// gives the command: a row of another store naming this pass is not this
+/// pass's.
+pub const STORE_ENV: &str = "JOBRUN_STORE_ID";
 
 impl Identity {
     /// This machine's boot id (or `JOBRUN_BOOT_ID`).
@@ -34,6 +47,14 @@ impl Identity {
                     .map(|s| s.trim().to_string())
                     .unwrap_or_default()
             })
+    }
+
+    /// This process's time namespace (`time:[N]`), empty where the kernel
+    /// has none.
+    pub fn time_ns() -> String {
+        fs::read_link("/proc/self/ns/time")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     pub fn current() -> Identity {
@@ -54,6 +75,8 @@ impl Identity {
             host,
             boot_id,
             pid_ns,
+            time_ns: Identity::time_ns(),
+            session: nix::unistd::getsid(None).map_or(0, |s| s.as_raw()),
         }
     }
 }

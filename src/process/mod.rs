@@ -22,12 +22,14 @@ use crate::policy::lease::Proc;
 pub use identity::Identity;
 
 /// What one read of `/proc/PID/stat` says: state letter, parent, process
-/// group and start time (clock ticks since boot).
+/// group, session and start time (clock ticks since boot, on the reader's
+/// time namespace's boot clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     pub state: char,
     pub ppid: i32,
     pub pgrp: i32,
+    pub session: i32,
     pub start: u64,
 }
 
@@ -45,11 +47,13 @@ pub fn parse_stat(stat: &str) -> Option<Stat> {
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    let start = fields.nth(16)?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    let start = fields.nth(15)?.parse().ok()?;
     Some(Stat {
         state,
         ppid,
         pgrp,
+        session,
         start,
     })
 }
@@ -203,6 +207,19 @@ pub fn environment_has(pid: i32, entry: &str) -> Option<bool> {
     Some(env.split(|b| *b == 0).any(|v| v == entry.as_bytes()))
 }
 
+/// The value of the variable `name` in the environment of `pid`: `None`
+/// when it cannot be read (another user's process), `Some(None)` when it
+/// has no such variable.
+pub fn environment_var(pid: i32, name: &str) -> Option<Option<Vec<u8>>> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{name}=");
+    Some(
+        env.split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+            .map(<[u8]>::to_vec),
+    )
+}
+
 /// The user `pid` runs as, from its `/proc` entry.
 pub fn uid_of(pid: i32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
@@ -238,6 +255,9 @@ mod tests {
     fn stat_parses_names_with_spaces_and_parens() {
         let stat = "42 (a (b) c) S 1 40 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
         let s = parse_stat(stat).unwrap();
-        assert_eq!((s.state, s.ppid, s.pgrp, s.start), ('S', 1, 40, 98765));
+        assert_eq!(
+            (s.state, s.ppid, s.pgrp, s.session, s.start),
+            ('S', 1, 40, 42, 98765)
+        );
     }
 }

@@ -129,6 +129,8 @@ fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
             host: "contract-host".into(),
             boot_id: "contract-boot".into(),
             pid_ns: "pid:[1]".into(),
+            time_ns: None,
+            session: None,
             wrapper: Proc {
                 pid: 4242,
                 start: 1,

@@ -412,6 +412,12 @@ pub trait Store: Send {
     fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal>;
 }
 
+/// The stamp in a PostgreSQL store's identity (`Store::identity`), which
+/// every role reads alike (the cluster's identifier before it is not).
+pub fn stamp_of(identity: &str) -> &str {
+    identity.rsplit('/').next().unwrap_or(identity)
+}
+
 /// The store a pass started with. A holder whose store was deleted or
 /// replaced under it has lost its lease: its renewals would otherwise go
 /// to a file nobody else reads, or to a new store that knows nothing of it.
@@ -450,6 +456,13 @@ impl StorePin {
             }
             StoreSpec::Postgres(_) => Ok(StorePin::Database(store.identity()?.unwrap_or_default())),
         }
+    }
+
+    /// The stamp the pinned database's schema got at creation (`None` for a
+    /// file store): what every role reads alike of its identity, and what
+    /// a pass gives its command (`process::identity::STORE_ENV`).
+    pub fn stamp(&self) -> Option<&str> {
+        self.database().map(stamp_of)
     }
 
     /// The pinned database's identity (`None` for a file store).

@@ -12,17 +12,17 @@ use crate::policy::outcome::{Freed, Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
 
 /// The holder's columns, as a lease and a queue row both record them.
-pub const HOLDER_COLS: &str =
-    "host, boot_id, pid_ns, wrapper_pid, wrapper_start, child_pid, child_start";
+pub const HOLDER_COLS: &str = "host, boot_id, pid_ns, wrapper_pid, wrapper_start, child_pid, \
+     child_start, time_ns, wrapper_sid";
 
 /// Every column of a lease row.
 pub const LEASE_COLS: &str = "job, slot, token, pass_id, host, boot_id, pid_ns, wrapper_pid, \
-     wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, max_hold_ms, \
+     wrapper_start, child_pid, child_start, time_ns, wrapper_sid, argv, cwd, slots, lease_ms, max_hold_ms, \
      acquired_ms, renewed_ms, expires_ms, acquired_boot_ms, renewed_boot_ms, containers";
 
 /// Every column of a queue row that jobrun reads.
 pub const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_pid, \
-     wrapper_start, child_pid, child_start, argv, cwd, slots, lease_ms, \
+     wrapper_start, child_pid, child_start, time_ns, wrapper_sid, argv, cwd, slots, lease_ms, \
      arrived_ms, renewed_ms, renewed_boot_ms, containers";
 
 /// Every column of a history row that jobrun reads.
@@ -42,6 +42,8 @@ pub fn holder_values(h: &Holder) -> Vec<Value> {
         Value::Int(h.wrapper.start as i64),
         h.child.map(|c| c.pid).into(),
         h.child.map(|c| c.start as i64).into(),
+        h.time_ns.as_deref().into(),
+        h.session.into(),
     ]
 }
 
@@ -57,6 +59,8 @@ fn holder_of(r: &Row) -> Holder {
         host: r.text("host"),
         boot_id: r.text("boot_id"),
         pid_ns: r.text("pid_ns"),
+        time_ns: r.opt_text("time_ns"),
+        session: r.opt_int("wrapper_sid").and_then(|s| i32::try_from(s).ok()),
         wrapper: Proc {
             pid: r.int("wrapper_pid") as i32,
             start: r.int("wrapper_start") as u64,

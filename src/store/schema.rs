@@ -299,6 +299,21 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_by TEXT; \
                    CREATE INDEX IF NOT EXISTS history_by_pass ON history (pass_id);",
     },
+    // the wrapper's session and the time namespace a holder read its clocks in: a
+    // process that left that session is no member of the pass, and start times and
+    // boot-clock stamps compare only within one time namespace
+    Step {
+        version: 7,
+        min_reader: 4,
+        sqlite: "ALTER TABLE leases ADD COLUMN time_ns TEXT; \
+                 ALTER TABLE leases ADD COLUMN wrapper_sid {int}; \
+                 ALTER TABLE waiters ADD COLUMN time_ns TEXT; \
+                 ALTER TABLE waiters ADD COLUMN wrapper_sid {int};",
+        postgres: "ALTER TABLE leases ADD COLUMN IF NOT EXISTS time_ns TEXT; \
+                   ALTER TABLE leases ADD COLUMN IF NOT EXISTS wrapper_sid {int}; \
+                   ALTER TABLE waiters ADD COLUMN IF NOT EXISTS time_ns TEXT; \
+                   ALTER TABLE waiters ADD COLUMN IF NOT EXISTS wrapper_sid {int};",
+    },
     // the container engine a pass declared (`run --containers`), by name: its judges ask
     // that engine about the pass's label; and the verdict a freed pass was freed on, naming
     // the evidence asked

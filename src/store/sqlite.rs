@@ -68,7 +68,8 @@ pub fn network_fs_name(magic: i64) -> Option<&'static str> {
 pub struct SqliteBackend {
     conn: Connection,
     path: String,
-    /// This boot's id: rows recorded under it are aged on the boot clock.
+    /// This process's boot clock (`boot_clock`: this boot, seen from this
+    /// time namespace): rows stamped on it are aged on the boot clock.
     boot_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
@@ -158,7 +159,10 @@ impl SqliteStore {
         let mut backend = SqliteBackend {
             conn,
             path: shown,
-            boot_id: crate::process::Identity::boot_id(),
+            boot_id: crate::policy::lease::boot_clock(
+                &crate::process::Identity::boot_id(),
+                Some(&crate::process::Identity::time_ns()),
+            ),
             offset: ClockOffset::default(),
         };
         // Switching a new store to WAL and migrating it can report busy at

@@ -6,6 +6,7 @@ mod abandoned;
 mod badinput;
 mod compat;
 mod containers;
+mod escapes;
 mod evidence;
 mod faults;
 mod figures;

@@ -147,7 +147,7 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
 ];
 
 /// The variables jobrun gives the command.
-pub const COMMAND_VARIABLES: [(&str, &str); 5] = [
+pub const COMMAND_VARIABLES: [(&str, &str); 6] = [
     (crate::spawn::JOB_ENV, "The job's name."),
     (
         crate::spawn::TOKEN_ENV,
@@ -163,6 +163,12 @@ pub const COMMAND_VARIABLES: [(&str, &str); 5] = [
         crate::process::identity::PASS_ENV,
         "The pass's unique id, as `status` and `history` show it; everything the command \
          starts inherits it.",
+    ),
+    (
+        crate::process::identity::STORE_ENV,
+        "On a PostgreSQL store only: the stamp its schema got at creation. A row of another \
+         store that names this pass is then not taken for it: `stop-due` on that store \
+         never signals it.",
     ),
     (
         crate::engine::LABEL_ENV,

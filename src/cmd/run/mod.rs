@@ -171,7 +171,8 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     }
     let mut store = open_to_write(choice)?;
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
-    let evidence = evidence(&spec);
+    let mut evidence = evidence(&spec);
+    evidence.store_id = pin.stamp().map(String::from);
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
@@ -186,6 +187,9 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         (crate::spawn::JOB_ENV, settings.job.clone()),
         (crate::process::identity::PASS_ENV, pass_id.clone()),
     ];
+    if let Some(stamp) = &evidence.store_id {
+        env.push((crate::process::identity::STORE_ENV, stamp.clone()));
+    }
     if settings.containers.is_some() {
         if let Some(label) = crate::engine::label(&pass_id) {
             env.push((crate::engine::LABEL_ENV, label));
@@ -214,6 +218,8 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         host: identity.host.clone(),
         boot_id: identity.boot_id.clone(),
         pid_ns: identity.pid_ns.clone(),
+        time_ns: Some(identity.time_ns.clone()),
+        session: Some(identity.session),
         wrapper: this_process(),
         child: Some(held.proc()),
     };
