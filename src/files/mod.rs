@@ -16,8 +16,12 @@
 //!   keys: it is the kind of file expected (never a symlink), owned by the
 //!   caller or root, writable by no one beyond what `--db-mode` allows, and
 //!   not hard-linked. A group-shared mode (group write in `--db-mode`) also
-//!   accepts a file or directory whose group is one of the caller's: any
-//!   member may create the shared files, and can write rows anyway.
+//!   accepts a file or directory whose group is one of the caller's (any
+//!   member may create the shared files, and can write rows anyway), and
+//!   root accepts the files of any member;
+//! - a file or directory jobrun makes beside a group-shared store is given
+//!   the store's group by `give_group` (the holders directory also the
+//!   setgid bit), so members can probe each other's locks.
 //!
 //! `holder` keeps the holders' kernel lock files on top of these.
 
@@ -31,7 +35,10 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-pub use holder::{open_lock, probe_lock, remove_stale_lock, still_held, HolderLock, LockProbe};
+pub use holder::{
+    open_lock, probe_lock, remove_stale_lock, remove_stray_locks, still_held, HolderLock,
+    LockProbe, STRAY_AGE,
+};
 
 /// A holder's kernel lock: `<pass id>.lock` in the store's holders directory.
 pub const HOLDER_LOCK_SUFFIX: &str = ".lock";
@@ -57,7 +64,11 @@ pub fn open(dir: Option<&File>, path: &Path, flags: OFlag, mode: u32) -> io::Res
 /// are made first as `mkdir -p` would (with `mode`, narrowed by the umask).
 /// `Ok(false)` when `dir` was there already: its mode is its maker's
 /// affair, and whoever uses it judges it.
-pub fn make_dir(dir: &Path, mode: u32, parents: bool) -> Result<bool, String> {
+///
+/// With `group` (a group-shared store's group), the directory is given
+/// that group before its mode, so a setgid bit in `mode` holds: what is
+/// made in it then carries the group too.
+pub fn make_dir(dir: &Path, mode: u32, parents: bool, group: Option<u32>) -> Result<bool, String> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = dir
         .parent()
@@ -83,9 +94,24 @@ pub fn make_dir(dir: &Path, mode: u32, parents: bool) -> Result<bool, String> {
     }
     let made = open(None, dir, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0)
         .map_err(|e| format!("cannot open directory {}: {e}", dir.display()))?;
+    give_group(&made, group).map_err(|e| format!("{}: {e}", dir.display()))?;
     nix::sys::stat::fchmod(&made, bits)
         .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
     Ok(true)
+}
+
+/// Give a file jobrun just made the group-shared store's `group` (through
+/// its descriptor), so every member can probe and wake it whatever its
+/// maker's primary group: a member may give its files any of its groups,
+/// root any group. Nothing to do without a group, or when it has it.
+pub fn give_group(file: &File, group: Option<u32>) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(gid) = group else { return Ok(()) };
+    if file.metadata().is_ok_and(|md| md.gid() == gid) {
+        return Ok(());
+    }
+    nix::unistd::fchown(file, None, Some(nix::unistd::Gid::from_raw(gid)))
+        .map_err(|e| format!("cannot give it the store's group (gid {gid}): {e}"))
 }
 
 /// What a file beside the store is expected to be.
@@ -162,7 +188,7 @@ fn in_callers_groups(gid: u32) -> bool {
 /// The one rule for a file or directory beside the store, judged from its
 /// `fstat` (or `lstat`) metadata: it is of `kind` (never a symlink), owned
 /// by the caller or root (or, when `db_mode` shares the store with a group,
-/// its group is one of the caller's), writable by no one beyond `db_mode`
+/// its group is one of the caller's, or the caller is root), writable by no one beyond `db_mode`
 /// (the configured `--db-mode`; a directory's mode differs from it only in
 /// search bits), and, unless a directory, not hard-linked. Err: one line
 /// naming the file, its owner and mode, and what is wrong with it.
@@ -178,7 +204,11 @@ pub fn judge(path: &Path, md: &Metadata, kind: Kind, db_mode: u32) -> Result<(),
     }
     let me = nix::unistd::geteuid().as_raw();
     let group_shared = db_mode & 0o020 != 0;
-    let owner_ok = md.uid() == me || md.uid() == 0 || (group_shared && in_callers_groups(md.gid()));
+    // Root shares a group store with members whatever its own groups: it
+    // reads and writes such a store as its owner made it.
+    let owner_ok = md.uid() == me
+        || md.uid() == 0
+        || (group_shared && (me == 0 || in_callers_groups(md.gid())));
     if !owner_ok {
         let why = if me == 0 {
             "is not owned by root".to_string()
@@ -376,15 +406,15 @@ mod tests {
     fn a_made_directory_has_its_mode_past_the_umask_and_a_symlink_is_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let made = dir.path().join("a/b/c");
-        assert_eq!(make_dir(&made, 0o770, true), Ok(true));
+        assert_eq!(make_dir(&made, 0o770, true, None), Ok(true));
         let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o770);
-        assert_eq!(make_dir(&made, 0o700, false), Ok(false));
+        assert_eq!(make_dir(&made, 0o700, false, None), Ok(false));
         let target = dir.path().join("target");
         std::fs::create_dir(&target).unwrap();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert_eq!(make_dir(&link, 0o700, false), Ok(false));
+        assert_eq!(make_dir(&link, 0o700, false, None), Ok(false));
         let e = open_dir(&link, 0o600).unwrap_err();
         assert!(e.contains("is a symbolic link"), "{e}");
     }

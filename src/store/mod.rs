@@ -117,6 +117,21 @@ impl StoreSpec {
         (file, file | ((file & 0o444) >> 2))
     }
 
+    /// The group of a group-shared SQLite store (its `--db-mode` lets the
+    /// group write): the store file's own group, which every file jobrun
+    /// makes beside it is given. `None` for a private store, a PostgreSQL
+    /// store, or a store file not there (yet) as a regular file.
+    pub fn group(&self) -> Option<u32> {
+        use std::os::unix::fs::MetadataExt;
+        match self {
+            StoreSpec::Sqlite(path, mode) if mode & 0o020 != 0 => std::fs::symlink_metadata(path)
+                .ok()
+                .filter(|md| md.is_file())
+                .map(|md| md.gid()),
+            _ => None,
+        }
+    }
+
     /// Open a fresh connection. Every thread that writes (the pass, its
     /// renewer) opens its own.
     pub fn open(&self) -> Result<Box<dyn Store>> {

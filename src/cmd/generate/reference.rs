@@ -28,11 +28,12 @@ pub const READERS: [&str; 6] = [
 /// `--db-mode` as a reading command understands it.
 pub fn db_mode_for(sub: &str) -> Option<&'static str> {
     READERS.contains(&sub).then_some(
-        "The mode this command expects of a SQLite store's files (default 0600); it \
-         creates none. The store file and its -wal and -shm are refused when writable \
-         beyond it, so a group-shared store is read with the mode it was made with \
-         (--db-mode 0660, or JOBRUN_DB_MODE=0660 in the environment); with group \
-         write, files of other members of the caller's groups are accepted.",
+        "The mode this command expects of a SQLite store's files; it creates none. \
+         Without it, the mode of the store file itself (only its owner can change it), \
+         so a group-shared store made with --db-mode 0660 is read as such by every \
+         member and by root without repeating it. The store file and its -wal and -shm \
+         are refused when writable beyond it, and always when writable by others; with \
+         group write, files of other members of the caller's groups are accepted.",
     )
 }
 
@@ -128,7 +129,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 3] = [
+pub const SETTING_VARIABLES: [(&str, &str); 4] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -143,6 +144,13 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
         crate::clock::SKEW_ENV,
         "A duration (`1h`, `-1h`, at most 100 years) added to this host's wall clock, \
          never to its boot clock: a test seam for clocks that disagree.",
+    ),
+    (
+        crate::store::sqlite::OPEN_PAUSE_ENV,
+        "The path of a FIFO that jobrun reads to its end after checking a SQLite store's \
+         files and before opening the store: a test seam, like `JOBRUN_CLOCK_SKEW`, for \
+         a store replaced in that moment (refused: what is opened must be what was \
+         checked). Anything but a FIFO there is ignored.",
     ),
 ];
 
