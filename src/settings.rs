@@ -241,9 +241,10 @@ fn mode_fault(m: u32) -> Option<&'static str> {
 /// when no `--db-mode` was given: only the file's owner can change its mode
 /// (any member of a group store can write its rows), so a group store made
 /// with `--db-mode 0660` is read and written as such by every member, and
-/// by root, without repeating it. A mode `--db-mode` would refuse (a file
-/// every user may write) is not adopted: the default stands, and
-/// `files::judge` then refuses the file, naming its mode. Read from the
+/// by root, without repeating it. A file every user may write is used with
+/// that write bit taken away, so `files::judge` refuses it, naming its
+/// mode; a mode `--db-mode` would refuse otherwise (execute or special
+/// bits) is not adopted: the default stands. Read from the
 /// file's own inode (`lstat`: a symlink is not followed, and is refused
 /// when the store is opened).
 fn with_owners_mode(spec: StoreSpec) -> StoreSpec {
@@ -254,7 +255,7 @@ fn with_owners_mode(spec: StoreSpec) -> StoreSpec {
     let mode = std::fs::symlink_metadata(&path)
         .ok()
         .filter(|md| md.is_file())
-        .map(|md| md.mode() & 0o7777)
+        .map(|md| md.mode() & 0o7777 & !0o002)
         .filter(|m| mode_fault(*m).is_none())
         .unwrap_or(default);
     StoreSpec::Sqlite(path, mode)

@@ -13,6 +13,7 @@ mod fleet;
 mod forged;
 mod frontpage;
 mod generated;
+mod groupstore;
 mod input;
 mod install;
 mod jobs;
