@@ -26,6 +26,7 @@ mod run;
 mod security;
 mod status;
 mod store;
+mod storeopen;
 mod support;
 mod truth;
 mod wake;
