@@ -219,16 +219,12 @@ pub fn judge(path: &Path, md: &Metadata, kind: Kind, db_mode: u32) -> Result<(),
     }
     let wider = md.mode() & 0o022 & !db_mode;
     if wider != 0 {
-        let who = if wider & 0o002 != 0 {
-            "anyone"
+        let why = if wider & 0o002 != 0 {
+            "is writable by anyone, which no --db-mode allows".to_string()
         } else {
-            "its group"
+            format!("is writable by its group, more than --db-mode {db_mode:04o} allows")
         };
-        return Err(refusal(
-            path,
-            md,
-            &format!("is writable by {who}, more than --db-mode {db_mode:04o} allows"),
-        ));
+        return Err(refusal(path, md, &why));
     }
     if kind != Kind::Dir && md.nlink() > 1 {
         return Err(refusal(
@@ -248,6 +244,74 @@ pub fn judge_if_present(path: &Path, kind: Kind, db_mode: u32) -> Result<(), Str
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("{}: cannot inspect it: {e}", path.display())),
     }
+}
+
+/// The store's directory, judged before anything in it is used: whoever
+/// may rename files in it could swap the store between the checks and
+/// SQLite's open, or plant its `-wal`. It must be owned by root, the
+/// caller, or the store file's own owner (a group's main user owning both
+/// keeps a group store working), and be writable by no one beyond the
+/// store's group unless it has the sticky bit (as `/tmp`: then only a
+/// file's owner may rename or remove it), as OpenSSH judges the directories
+/// above its keys.
+pub fn judge_store_dir(dir: &Path, store: &Path) -> Result<(), String> {
+    let md = match std::fs::metadata(dir) {
+        Ok(md) => md,
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Err(denied(dir)),
+        Err(e) => {
+            return Err(format!(
+                "cannot inspect the store's directory {}: {e}",
+                dir.display()
+            ))
+        }
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    let store_md = std::fs::symlink_metadata(store)
+        .ok()
+        .filter(|m| m.is_file());
+    let store_owner = store_md.as_ref().map_or(me, |m| m.uid());
+    // The group a store file has, or will have when this caller makes it.
+    let store_group = store_md.as_ref().map_or_else(
+        || {
+            if md.mode() & libc::S_ISGID != 0 {
+                md.gid()
+            } else {
+                nix::unistd::getegid().as_raw()
+            }
+        },
+        |m| m.gid(),
+    );
+    let said = |why: String| {
+        format!(
+            "{} (owner {}, group {}, mode {:04o}), the store's directory, {why}",
+            dir.display(),
+            user_name(md.uid()),
+            md.gid(),
+            md.mode() & 0o7777
+        )
+    };
+    if ![0, me, store_owner].contains(&md.uid()) {
+        return Err(said(format!(
+            "is owned by neither root, {}, nor the store's owner: its owner could replace \
+             the store",
+            user_name(me)
+        )));
+    }
+    if md.mode() & libc::S_ISVTX == 0 {
+        if md.mode() & 0o002 != 0 {
+            return Err(said(
+                "is writable by anyone without the sticky bit: anyone could replace the store"
+                    .into(),
+            ));
+        }
+        if md.mode() & 0o020 != 0 && md.gid() != store_group {
+            return Err(said(format!(
+                "is writable by its group, which is not the store's (gid {store_group}), \
+                 without the sticky bit: that group could replace the store"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// "permission denied", naming the owner and mode of `path`, or of the

@@ -19,6 +19,7 @@ use crate::renewer::Renewal;
 #[cfg(test)]
 mod contract;
 mod handle;
+mod opened;
 mod pgconfig;
 mod pgconn;
 mod pgerr;
@@ -34,6 +35,7 @@ mod steps;
 mod transitions;
 
 pub use handle::{Held, StoreHandle, StoreLease};
+pub use opened::OPEN_PAUSE_ENV;
 
 /// What `notify_waiters` names when every job may have room (`resume
 /// --all`); not a valid job name (it has a control character).

@@ -7,10 +7,12 @@
 //! newer jobrun, or a file on a network filesystem is an error naming it.
 //!
 //! Others may write where the store lives and jobrun often runs as root, so
-//! the store's files are judged before SQLite opens them (`files::judge`: no
-//! symlink, ours or root's, no wider than `--db-mode`), SQLite opens the
-//! store with `SQLITE_OPEN_NOFOLLOW`, and a file that is not a jobrun store
-//! (its `application_id`) is refused before anything is written to it.
+//! the store's directory is judged (`files::judge_store_dir`), its files are
+//! judged before SQLite opens them (`files::judge`: no symlink, ours or
+//! root's, no wider than `--db-mode`), SQLite opens the store with
+//! `SQLITE_OPEN_NOFOLLOW`, URI parsing off, and must have opened the file
+//! that was checked (`opened`), and a file that is not a jobrun store (its
+//! `application_id`) is refused before anything is written to it.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -23,10 +25,10 @@ use rusqlite::{
     types::ValueRef, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior,
 };
 
+use super::opened;
 use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
 use super::{Result, StoreError};
-use crate::files::Kind;
 use crate::policy::lease::Clock;
 
 /// How long a write waits for another process's transaction.
@@ -111,7 +113,7 @@ impl SqliteStore {
             crate::files::make_dir(&dir, mode | ((mode & 0o444) >> 2), true, None)
                 .map_err(|e| other(&e))?;
         }
-        check_dir(&dir, path)?;
+        crate::files::judge_store_dir(&dir, path).map_err(StoreError::Refused)?;
         let st = nix::sys::statfs::statfs(&dir)
             .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
         #[allow(clippy::unnecessary_cast)]
@@ -136,8 +138,8 @@ impl SqliteStore {
             }
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
-        let checked = check_files(path, mode)?;
-        open_pause();
+        let checked = opened::check_files(path, mode)?;
+        opened::open_pause();
         // URI parsing off: no SQLITE_OPEN_URI, and an absolute name (the
         // bundled SQLite is built to parse `file:` names by default, and
         // only a name starting `file:` is one).
@@ -157,7 +159,7 @@ impl SqliteStore {
             }
             e => e,
         })?;
-        same_file(&conn, &checked, path)?;
+        opened::same_file(&conn, &checked, path)?;
         drop(checked);
         conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
         // See WAL_AUTOCHECKPOINT_PAGES.
@@ -192,206 +194,6 @@ fn writable(path: &Path) -> bool {
         nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
     )
     .is_ok()
-}
-
-/// `JOBRUN_TEST_OPEN_PAUSE`, a test seam like `JOBRUN_CLOCK_SKEW`: the path
-/// of a FIFO which jobrun, once the store's files are checked and before
-/// SQLite opens the store, opens and reads to its end. A test replaces the
-/// store in that moment and sees that what SQLite opened is compared with
-/// what was checked (`same_file`), without racing for it. Anything but a
-/// FIFO there is ignored.
-pub const OPEN_PAUSE_ENV: &str = "JOBRUN_TEST_OPEN_PAUSE";
-
-fn open_pause() {
-    let Some(fifo) = std::env::var_os(OPEN_PAUSE_ENV) else {
-        return;
-    };
-    use std::os::unix::fs::FileTypeExt;
-    if !fs::symlink_metadata(&fifo).is_ok_and(|md| md.file_type().is_fifo()) {
-        return;
-    }
-    if let Ok(mut f) = fs::File::open(&fifo) {
-        let _ = std::io::copy(&mut f, &mut std::io::sink());
-    }
-}
-
-/// The store's directory, judged before anything in it is used: whoever
-/// may rename files in it could swap the store between the checks and
-/// SQLite's open, or plant its `-wal`. It must be owned by root, the
-/// caller, or the store file's own owner (a group's main user owning both
-/// keeps a group store working), and be writable by no one beyond the
-/// store's group unless it has the sticky bit (as `/tmp`: then only a
-/// file's owner may rename or remove it), as OpenSSH judges the directories
-/// above its keys.
-fn check_dir(dir: &Path, store: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let md = match fs::metadata(dir) {
-        Ok(md) => md,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return Err(StoreError::Refused(crate::files::denied(dir)))
-        }
-        Err(e) => {
-            return Err(StoreError::Other(
-                store.display().to_string(),
-                format!("cannot inspect its directory {}: {e}", dir.display()),
-            ))
-        }
-    };
-    let me = nix::unistd::geteuid().as_raw();
-    let store_md = fs::symlink_metadata(store).ok().filter(|m| m.is_file());
-    let store_owner = store_md.as_ref().map_or(me, |m| m.uid());
-    // The group a store file has, or will have when this caller makes it.
-    let store_group = store_md.as_ref().map_or_else(
-        || {
-            if md.mode() & libc::S_ISGID != 0 {
-                md.gid()
-            } else {
-                nix::unistd::getegid().as_raw()
-            }
-        },
-        |m| m.gid(),
-    );
-    let said = |why: String| {
-        StoreError::Refused(format!(
-            "{} (owner {}, group {}, mode {:04o}), the store's directory, {why}",
-            dir.display(),
-            crate::files::user_name(md.uid()),
-            md.gid(),
-            md.mode() & 0o7777
-        ))
-    };
-    if ![0, me, store_owner].contains(&md.uid()) {
-        return Err(said(format!(
-            "is owned by neither root, {}, nor the store's owner: its owner could replace \
-             the store",
-            crate::files::user_name(me)
-        )));
-    }
-    if md.mode() & libc::S_ISVTX == 0 {
-        if md.mode() & 0o002 != 0 {
-            return Err(said(
-                "is writable by anyone without the sticky bit: anyone could replace the store"
-                    .into(),
-            ));
-        }
-        if md.mode() & 0o020 != 0 && md.gid() != store_group {
-            return Err(said(format!(
-                "is writable by its group, which is not the store's (gid {store_group}), \
-                 without the sticky bit: that group could replace the store"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The descriptor SQLite's unix VFS holds on the main database, read
-/// through `SQLITE_FCNTL_FILE_POINTER`: the unix VFS's file object starts
-/// with its methods, its VFS, its inode record and then the descriptor (a
-/// layout SQLite has kept since 3.7; the bundled SQLite is pinned by
-/// Cargo.lock). `None` when the VFS is not a unix one.
-fn sqlite_fd(conn: &Connection) -> Option<std::os::fd::RawFd> {
-    use rusqlite::ffi;
-    use std::ffi::{c_int, c_void, CStr};
-    #[repr(C)]
-    struct UnixFileHead {
-        methods: *const c_void,
-        vfs: *const ffi::sqlite3_vfs,
-        inode: *const c_void,
-        fd: c_int,
-    }
-    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-    // SAFETY: the handle is this open connection's; FILE_POINTER writes a
-    // `sqlite3_file *` for the named database into `file`.
-    let rc = unsafe {
-        ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_FILE_POINTER,
-            (&mut file as *mut *mut ffi::sqlite3_file).cast(),
-        )
-    };
-    if rc != ffi::SQLITE_OK || file.is_null() {
-        return None;
-    }
-    // SAFETY: `file` is the connection's open database file, alive while
-    // `conn` is; its VFS is checked to be a unix one before its head is
-    // read as the unix VFS lays it out.
-    unsafe {
-        let head = &*(file as *const UnixFileHead);
-        if head.vfs.is_null() || (*head.vfs).zName.is_null() {
-            return None;
-        }
-        let vfs = CStr::from_ptr((*head.vfs).zName).to_bytes();
-        (vfs == b"unix" || vfs.starts_with(b"unix-")).then_some(head.fd)
-    }
-}
-
-/// The store is opened once, by descriptor: the file SQLite opened must be
-/// the file that was checked (same device and inode), or the store was
-/// replaced between the check and the open and nothing is used.
-fn same_file(conn: &Connection, checked: &fs::File, path: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let id = |dev: u64, ino: u64| (dev, ino);
-    let want = checked.metadata().map(|m| id(m.dev(), m.ino())).ok();
-    let got = sqlite_fd(conn).filter(|fd| *fd >= 0).and_then(|fd| {
-        // SAFETY: SQLite keeps this descriptor open while `conn` lives,
-        // and it is only borrowed for this fstat.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        nix::sys::stat::fstat(fd)
-            .ok()
-            .map(|st| id(st.st_dev, st.st_ino))
-    });
-    match (want, got) {
-        (Some(w), Some(g)) if w == g => Ok(()),
-        (_, None) => Err(StoreError::Other(
-            path.display().to_string(),
-            "cannot tell which file SQLite opened; refusing it".into(),
-        )),
-        _ => Err(StoreError::Refused(format!(
-            "{} was replaced between its check and SQLite's open: the file SQLite opened is \
-             not the one checked; nothing was read or written",
-            path.display()
-        ))),
-    }
-}
-
-/// Judge the store file and its `-wal` and `-shm` before SQLite opens them:
-/// none may be a symlink, another user's file, or writable beyond `mode`.
-/// The store file's descriptor, which what SQLite opens is compared with.
-fn check_files(path: &Path, mode: u32) -> Result<fs::File> {
-    use std::io::Read;
-    let mut file = crate::files::open_judged(path, mode).map_err(StoreError::Refused)?;
-    // An empty file becomes a new store; anything else must already be a
-    // SQLite database (SQLite would take a short file for an empty one and
-    // write over it).
-    let mut magic = [0u8; 16];
-    let mut got = 0;
-    while got < magic.len() {
-        match file.read(&mut magic[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(StoreError::Other(
-                    path.display().to_string(),
-                    format!("cannot read: {e}"),
-                ))
-            }
-        }
-    }
-    if got > 0 && &magic[..got] != b"SQLite format 3\0" {
-        return Err(StoreError::Corrupt {
-            path: path.display().to_string(),
-            detail: "it is not a SQLite database; leaving it untouched".into(),
-        });
-    }
-    for suffix in SIDE_FILES {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        crate::files::judge_if_present(Path::new(&p), Kind::Regular, mode)
-            .map_err(StoreError::Refused)?;
-    }
-    Ok(file)
 }
 
 /// What a store file says of itself before anything is written to it.

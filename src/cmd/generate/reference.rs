@@ -146,7 +146,7 @@ pub const SETTING_VARIABLES: [(&str, &str); 4] = [
          never to its boot clock: a test seam for clocks that disagree.",
     ),
     (
-        crate::store::sqlite::OPEN_PAUSE_ENV,
+        crate::store::OPEN_PAUSE_ENV,
         "The path of a FIFO that jobrun reads to its end after checking a SQLite store's \
          files and before opening the store: a test seam, like `JOBRUN_CLOCK_SKEW`, for \
          a store replaced in that moment (refused: what is opened must be what was \
