@@ -81,8 +81,9 @@ fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
             (
                 Status::Code(INCOMPLETE),
                 Some(
-                    "a pass it verified could not be signalled, or --wait ran out with \
-                     locks still held",
+                    "a pass of this host and boot it was asked to stop could not be \
+                     signalled and may still run (a pass on another host is listed, never \
+                     a failure), or --wait ran out with locks still held",
                 ),
             ),
             failed,
@@ -342,10 +343,14 @@ pub fn files(r: &mut Roff) {
     }
     para(
         r,
-        "Files jobrun creates get the `--db-mode` (default 0600). A file beside the store \
+        "Files jobrun creates get the `--db-mode` (default 0600 for a new store; an \
+         existing store's own mode otherwise) and, beside a group-shared store, the store \
+         file's group (the holders directory also the setgid bit). A file beside the store \
          is used only when it is not a symbolic link and is owned by the caller or root (or, \
-         with group write in `--db-mode`, by a member of one of the caller's groups); \
-         anything else is refused, never followed.",
+         with group write in `--db-mode`, by a member of one of the caller's groups, or \
+         any member when the caller is root); anything else is refused, never followed. \
+         The store's directory must be owned by root, the caller or the store's owner, \
+         and writable by no one beyond the store's group unless it has the sticky bit.",
     );
 }
 
