@@ -146,6 +146,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                 ),
             });
         let mut acted = false;
+        let mut unsignalled = false;
         match target(&l, &evidence) {
             Ok(t) => match t.signal(libc::SIGTERM, dry_run) {
                 Ok(what) => {
@@ -161,12 +162,12 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                 }
                 Err(e) => {
                     println!("{head}: not signalled: {e}");
-                    failed += usize::from(left_running_here(&l, &evidence));
+                    unsignalled = true;
                 }
             },
             Err(why) => {
                 println!("{head}: not signalled: {why}");
-                failed += usize::from(left_running_here(&l, &evidence));
+                unsignalled = true;
             }
         }
         match listed {
@@ -190,6 +191,11 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                 println!("{head}: containers not stopped: {}", escape(&why));
             }
             _ => {}
+        }
+        // Neither its processes nor its containers stopped, and it may
+        // still run here: stop-due failed at what it was asked.
+        if unsignalled && !acted && left_running_here(&l, &evidence) {
+            failed += 1;
         }
         if acted {
             signalled.push(l);

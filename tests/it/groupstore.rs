@@ -10,7 +10,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::{
-    alive, start_pass, text, wait_until, Jobrun, TempGroup, TempUser, TestEnv, WEB2,
+    alive, both_stores, start_pass, text, wait_until, Jobrun, TempGroup, TempUser, TestEnv, WEB2,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -208,11 +208,9 @@ fn files_beside_a_group_store_carry_its_group_and_a_member_keeps_roots_passes() 
 /// not signal; a pass recorded on another host of the store is reported
 /// and is no failure, so an upgrade script stopping one host of a fleet
 /// succeeds.
-#[test]
-fn stop_due_reports_passes_of_other_hosts_without_failing() {
-    let env = TestEnv::sqlite();
-    let pass = start_pass(&env, "far", "far", "60s", &WEB2);
-    Jobrun::new(&env)
+fn stop_due_reports_passes_of_other_hosts_without_failing(env: &TestEnv) {
+    let pass = start_pass(env, "far", "far", "60s", &WEB2);
+    Jobrun::new(env)
         .args(["stop-due", "--all"])
         .stdout_contains("not signalled")
         .stdout_contains("signalled 0 in-flight")
@@ -221,3 +219,5 @@ fn stop_due_reports_passes_of_other_hosts_without_failing() {
     fs::write(env.path("far.stop"), "").unwrap();
     assert_eq!(env.wait_exit(pass.wrapper, WAIT), Some(0));
 }
+
+both_stores!(stop_due_reports_passes_of_other_hosts_without_failing);
