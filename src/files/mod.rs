@@ -291,10 +291,15 @@ pub fn judge_store_dir(dir: &Path, store: &Path) -> Result<(), String> {
         )
     };
     if ![0, me, store_owner].contains(&md.uid()) {
+        let caller = if me == 0 {
+            String::new()
+        } else {
+            format!(", {}", user_name(me))
+        };
         return Err(said(format!(
-            "is owned by neither root, {}, nor the store's owner: its owner could replace \
-             the store",
-            user_name(me)
+            "is owned by neither root{caller} nor the store's owner ({}): its owner could \
+             replace the store",
+            user_name(store_owner)
         )));
     }
     if md.mode() & libc::S_ISVTX == 0 {
