@@ -430,6 +430,7 @@ impl RunSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn names_follow_the_rules() {
@@ -475,6 +476,33 @@ mod tests {
         assert_eq!(file_mode(Some("0640")).unwrap(), 0o640);
         assert!(file_mode(Some("0700")).is_err());
         assert!(file_mode(Some("rw")).is_err());
+    }
+
+    #[test]
+    fn db_is_a_path_or_a_postgres_string_and_an_existing_store_keeps_its_mode() {
+        for bad in ["file:x.db", "file:/srv/a.db?mode=ro", ":memory:"] {
+            let e = store(Some(bad), None).unwrap_err().to_string();
+            assert!(e.starts_with("invalid --db/JOBRUN_DB"), "{bad}: {e}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("file:a.db");
+        let mode_of =
+            |mode: Option<&str>| match store(Some(db.to_str().unwrap()), mode).unwrap().spec {
+                StoreSpec::Sqlite(_, m) => m,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(mode_of(None), 0o600, "no store yet: the default");
+        std::fs::write(&db, b"").unwrap();
+        for (file, used) in [
+            (0o660, 0o660),
+            (0o640, 0o640),
+            (0o666, 0o664),
+            (0o760, 0o600),
+        ] {
+            std::fs::set_permissions(&db, std::fs::Permissions::from_mode(file)).unwrap();
+            assert_eq!(mode_of(None), used, "file {file:o}");
+            assert_eq!(mode_of(Some("0600")), 0o600, "an explicit --db-mode stands");
+        }
     }
 
     #[test]
