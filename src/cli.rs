@@ -35,13 +35,10 @@ pub struct Cli {
     /// Octal mode of the files jobrun creates for a SQLite store (the store,
     /// holder locks, wake files), e.g. 0660 for a group-shared store; a mode
     /// that lets others write is refused.
-    #[arg(
-        long,
-        global = true,
-        env = "JOBRUN_DB_MODE",
-        value_name = "MODE",
-        default_value = "0600"
-    )]
+    /// Default: 0600 for a new store; a store that exists is used with the
+    /// mode of its file (only its owner can change it), and the files made
+    /// beside a group-shared one get its group.
+    #[arg(long, global = true, env = "JOBRUN_DB_MODE", value_name = "MODE")]
     pub db_mode: Option<String>,
 
     #[command(subcommand)]

@@ -229,19 +229,72 @@ pub fn file_mode(mode: Option<&str>) -> Result<u32> {
             "invalid --db-mode/JOBRUN_DB_MODE '{text}': expected an octal mode like 0600 or 0660"
         )
     })?;
+    match mode_fault(m) {
+        Some(why) => bail!("invalid --db-mode/JOBRUN_DB_MODE '{text}': {why}"),
+        None => Ok(m),
+    }
+}
+
+/// What is wrong with `m` as the mode of a store's files, if anything.
+fn mode_fault(m: u32) -> Option<&'static str> {
     if m & !0o666 != 0 || m & 0o600 != 0o600 {
-        bail!(
-            "invalid --db-mode/JOBRUN_DB_MODE '{text}': the owner needs read and write (0600) and \
-             files take no execute or special bits; e.g. 0660 for a group-shared store"
+        return Some(
+            "the owner needs read and write (0600) and files take no execute or special \
+             bits; e.g. 0660 for a group-shared store",
         );
     }
     if m & 0o002 != 0 {
-        bail!(
-            "invalid --db-mode/JOBRUN_DB_MODE '{text}': it lets every user write the store (and \
-             its directory); share it with a group instead, e.g. 0660"
+        return Some(
+            "it lets every user write the store (and its directory); share it with a group \
+             instead, e.g. 0660",
         );
     }
-    Ok(m)
+    None
+}
+
+/// A SQLite store that exists, used with the mode its owner gave its file
+/// when no `--db-mode` was given: only the file's owner can change its mode
+/// (any member of a group store can write its rows), so a group store made
+/// with `--db-mode 0660` is read and written as such by every member, and
+/// by root, without repeating it. A file every user may write is used with
+/// that write bit taken away, so `files::judge` refuses it, naming its
+/// mode; a mode `--db-mode` would refuse otherwise (execute or special
+/// bits) is not adopted: the default stands. Read from the
+/// file's own inode (`lstat`: a symlink is not followed, and is refused
+/// when the store is opened).
+fn with_owners_mode(spec: StoreSpec) -> StoreSpec {
+    use std::os::unix::fs::MetadataExt;
+    let StoreSpec::Sqlite(path, default) = spec else {
+        return spec;
+    };
+    let mode = std::fs::symlink_metadata(&path)
+        .ok()
+        .filter(|md| md.is_file())
+        .map(|md| md.mode() & 0o7777 & !0o002)
+        .filter(|m| mode_fault(*m).is_none())
+        .unwrap_or(default);
+    StoreSpec::Sqlite(path, mode)
+}
+
+/// `--db` is a file path or a PostgreSQL connection string, nothing else:
+/// a SQLite URI (`file:...`) or `:memory:` would have jobrun judge and
+/// create one path while SQLite opened another (or none), so both are
+/// refused before anything is made.
+fn not_a_sqlite_uri(db: &str) -> Result<()> {
+    let shown = crate::report::escape(db);
+    if db.starts_with("file:") {
+        bail!(
+            "invalid --db/JOBRUN_DB '{shown}': SQLite URIs are not accepted; give the store's \
+             file path (e.g. /srv/app/jobrun.db) or a PostgreSQL URL (postgres://user@host/db)"
+        );
+    }
+    if db == ":memory:" {
+        bail!(
+            "invalid --db/JOBRUN_DB ':memory:': an in-memory database keeps no lock between \
+             passes; give the store's file path (e.g. /srv/app/jobrun.db)"
+        );
+    }
+    Ok(())
 }
 
 /// Which store a command uses, and whether the user named it (`--db` or
@@ -264,20 +317,25 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreChoice> {
         spec,
         explicit: false,
     };
+    let given = mode.is_some();
     let mode = file_mode(mode)?;
+    // Without --db-mode, a SQLite store that exists is used as its owner
+    // made it (`with_owners_mode`).
+    let adopt = |spec: StoreSpec| if given { spec } else { with_owners_mode(spec) };
     if let Some(db) = db {
         if db.trim().is_empty() {
             bail!(
                 "invalid --db/JOBRUN_DB: it is empty; give a file path or postgres://user@host/db"
             );
         }
-        return Ok(explicit(StoreSpec::parse(db, mode)));
+        not_a_sqlite_uri(db)?;
+        return Ok(explicit(adopt(StoreSpec::parse(db, mode))));
     }
     if nix::unistd::geteuid().is_root() {
-        return Ok(default(StoreSpec::Sqlite(
+        return Ok(default(adopt(StoreSpec::Sqlite(
             PathBuf::from(DEFAULT_ROOT_DB),
             mode,
-        )));
+        ))));
     }
     // The XDG spec: a relative XDG_STATE_HOME is invalid and ignored.
     let state = std::env::var_os("XDG_STATE_HOME")
@@ -285,7 +343,7 @@ pub fn store(db: Option<&str>, mode: Option<&str>) -> Result<StoreChoice> {
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(STATE_HOME_DEFAULT)));
     match state {
-        Some(dir) => Ok(default(StoreSpec::Sqlite(dir.join(USER_DB), mode))),
+        Some(dir) => Ok(default(adopt(StoreSpec::Sqlite(dir.join(USER_DB), mode)))),
         None => bail!("no store given and neither XDG_STATE_HOME nor HOME is set; pass --db PATH"),
     }
 }
@@ -453,6 +511,7 @@ impl RunSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn names_follow_the_rules() {
@@ -512,6 +571,33 @@ mod tests {
         assert_eq!(file_mode(Some("0640")).unwrap(), 0o640);
         assert!(file_mode(Some("0700")).is_err());
         assert!(file_mode(Some("rw")).is_err());
+    }
+
+    #[test]
+    fn db_is_a_path_or_a_postgres_string_and_an_existing_store_keeps_its_mode() {
+        for bad in ["file:x.db", "file:/srv/a.db?mode=ro", ":memory:"] {
+            let e = store(Some(bad), None).unwrap_err().to_string();
+            assert!(e.starts_with("invalid --db/JOBRUN_DB"), "{bad}: {e}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("file:a.db");
+        let mode_of =
+            |mode: Option<&str>| match store(Some(db.to_str().unwrap()), mode).unwrap().spec {
+                StoreSpec::Sqlite(_, m) => m,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(mode_of(None), 0o600, "no store yet: the default");
+        std::fs::write(&db, b"").unwrap();
+        for (file, used) in [
+            (0o660, 0o660),
+            (0o640, 0o640),
+            (0o666, 0o664),
+            (0o760, 0o600),
+        ] {
+            std::fs::set_permissions(&db, std::fs::Permissions::from_mode(file)).unwrap();
+            assert_eq!(mode_of(None), used, "file {file:o}");
+            assert_eq!(mode_of(Some("0600")), 0o600, "an explicit --db-mode stands");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::cmd::{all_known, evidence_of, holder_name, judged, queued_pass};
 use crate::engine::{self, Seen};
 use crate::evidence::Evidence;
 use crate::exit;
-use crate::files::remove_stale_lock;
+use crate::files::{remove_stale_lock, remove_stray_locks, STRAY_AGE};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{decide, decide_waiter, Decision, FreeReason, LeaseRow, WaiterDecision};
 use crate::policy::Liveness;
@@ -124,6 +124,17 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
             ghosts += 1;
         }
     }
+    // Lock files of no pass (what a failed start or a freed dead pass
+    // left) belong to no job: `--all` removes them.
+    let strays = match &evidence.lock_dir {
+        Some(holders) if names.is_empty() => {
+            let mut known: Vec<String> =
+                store.leases(&[])?.into_iter().map(|l| l.pass_id).collect();
+            known.extend(store.waiters(&[])?.into_iter().map(|w| w.pass_id));
+            remove_stray_locks(holders, &known, a.dry_run)
+        }
+        _ => 0,
+    };
     let mut summary = format!("{would}clear {cleared}");
     if !a.dry_run {
         summary = format!("cleared {cleared}");
@@ -145,6 +156,13 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
     if ghosts > 0 {
         let verb = if a.dry_run { "would remove" } else { "removed" };
         summary.push_str(&format!("; {verb} {ghosts} ghost waiter(s)"));
+    }
+    if strays > 0 {
+        let verb = if a.dry_run { "would remove" } else { "removed" };
+        summary.push_str(&format!(
+            "; {verb} {strays} stray lock file(s) of no pass (unlocked, unchanged for {})",
+            humantime::format_duration(STRAY_AGE)
+        ));
     }
     println!("{summary}");
     Ok(exit::OK)

@@ -99,6 +99,20 @@ fn target(l: &LeaseRow, evidence: &Evidence) -> Result<Target, String> {
     }
 }
 
+/// Whether a pass stop-due did not signal may still run on this host and
+/// boot (its processes are not known to be gone): then stop-due failed at
+/// what it was asked, and says so with its exit code. A pass on another
+/// host of a fleet (or recorded on a previous boot) is reported, never a
+/// failure: `upgrade.sh --all` on one host stops that host's passes.
+fn left_running_here(l: &LeaseRow, evidence: &Evidence) -> bool {
+    match evidence.sight(&l.holder) {
+        Sight::Pids | Sight::OtherNamespace | Sight::OtherClock => {
+            judge_lease(evidence, l).liveness != crate::policy::Liveness::Dead
+        }
+        Sight::PreviousBoot | Sight::OtherHost => false,
+    }
+}
+
 pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
     let StopSettings {
         names,
@@ -143,6 +157,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                 ),
             });
         let mut acted = false;
+        let mut unsignalled = false;
         match target(&l, &evidence) {
             Ok(t) => match t.signal(libc::SIGTERM, dry_run) {
                 Ok(what) => {
@@ -156,9 +171,15 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                     println!("{head}: could not signal it: {e}");
                     failed += 1;
                 }
-                Err(e) => println!("{head}: not signalled: {e}"),
+                Err(e) => {
+                    println!("{head}: not signalled: {e}");
+                    unsignalled = true;
+                }
             },
-            Err(why) => println!("{head}: not signalled: {why}"),
+            Err(why) => {
+                println!("{head}: not signalled: {why}");
+                unsignalled = true;
+            }
         }
         match listed {
             Some((Some(engine), Seen::Running(ids))) => {
@@ -181,6 +202,11 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                 println!("{head}: containers not stopped: {}", escape(&why));
             }
             _ => {}
+        }
+        // Neither its processes nor its containers stopped, and it may
+        // still run here: stop-due failed at what it was asked.
+        if unsignalled && !acted && left_running_here(&l, &evidence) {
+            failed += 1;
         }
         if acted {
             signalled.push(l);

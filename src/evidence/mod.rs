@@ -364,7 +364,7 @@ mod tests {
     fn a_wrapper_holding_its_pass_lock_is_alive() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("holders");
-        let _lock = HolderLock::take(&path, "0000000000a2", (0o600, 0o700)).unwrap();
+        let _lock = HolderLock::take(&path, "0000000000a2", (0o600, 0o700), None).unwrap();
         let evidence = Evidence::new(me(), StoreReach::OneMachine, holders(path));
         let v = evidence.judge(&holder_of(this_process(), None), "0000000000a2");
         assert_eq!(v.liveness, Liveness::Alive, "{v}");
@@ -515,7 +515,7 @@ mod tests {
     fn a_lock_proves_its_holder_only_when_it_names_it() {
         let dir = tempfile::tempdir().unwrap();
         let holders = dir.path().join("holders");
-        let lock = HolderLock::take(&holders, "0000000000b1", (0o600, 0o700)).unwrap();
+        let lock = HolderLock::take(&holders, "0000000000b1", (0o600, 0o700), None).unwrap();
         let path = holders.join("0000000000b1.lock");
         let me = this_process();
         assert!(matches!(verify_lock_holder(&path, me), Verified::Yes(_)));
@@ -540,7 +540,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("holders");
         let evidence = Evidence::new(me(), StoreReach::OneMachine, holders(path.clone()));
-        let lock = HolderLock::take(&path, "0000000000a1", (0o600, 0o700)).unwrap();
+        let lock = HolderLock::take(&path, "0000000000a1", (0o600, 0o700), None).unwrap();
         let mut h = holder_of(Proc { pid: 1, start: 1 }, None);
         h.pid_ns = "pid:[1]".into();
         let id = "0000000000a1";

@@ -145,6 +145,15 @@ pub(super) fn verify_lock_holder(lock: &Path, wrapper: Proc) -> Verified {
     use std::os::unix::fs::MetadataExt;
     let pid = wrapper.pid;
     let Some(file) = open_lock(None, lock) else {
+        // A lock file this user may not read (another member's, in a group
+        // store made before its files carried the group) says nothing
+        // either way.
+        if std::fs::symlink_metadata(lock).is_ok_and(|md| md.is_file()) {
+            return Verified::Cannot(format!(
+                "the pass's lock {} cannot be read by this user",
+                lock.display()
+            ));
+        }
         return Verified::No("the pass's lock is missing".into());
     };
     let Some(file) = still_held(file) else {

@@ -16,8 +16,12 @@
 //!   keys: it is the kind of file expected (never a symlink), owned by the
 //!   caller or root, writable by no one beyond what `--db-mode` allows, and
 //!   not hard-linked. A group-shared mode (group write in `--db-mode`) also
-//!   accepts a file or directory whose group is one of the caller's: any
-//!   member may create the shared files, and can write rows anyway.
+//!   accepts a file or directory whose group is one of the caller's (any
+//!   member may create the shared files, and can write rows anyway), and
+//!   root accepts the files of any member;
+//! - a file or directory jobrun makes beside a group-shared store is given
+//!   the store's group by `give_group` (the holders directory also the
+//!   setgid bit), so members can probe each other's locks.
 //!
 //! `holder` keeps the holders' kernel lock files on top of these.
 
@@ -32,7 +36,10 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-pub use holder::{open_lock, probe_lock, remove_stale_lock, still_held, HolderLock, LockProbe};
+pub use holder::{
+    open_lock, probe_lock, remove_stale_lock, remove_stray_locks, still_held, HolderLock,
+    LockProbe, STRAY_AGE,
+};
 pub use spool::{sweep_spools, Spool, SPOOL_SUFFIX};
 
 /// A holder's kernel lock: `<pass id>.lock` in the store's holders directory.
@@ -59,7 +66,11 @@ pub fn open(dir: Option<&File>, path: &Path, flags: OFlag, mode: u32) -> io::Res
 /// are made first as `mkdir -p` would (with `mode`, narrowed by the umask).
 /// `Ok(false)` when `dir` was there already: its mode is its maker's
 /// affair, and whoever uses it judges it.
-pub fn make_dir(dir: &Path, mode: u32, parents: bool) -> Result<bool, String> {
+///
+/// With `group` (a group-shared store's group), the directory is given
+/// that group before its mode, so a setgid bit in `mode` holds: what is
+/// made in it then carries the group too.
+pub fn make_dir(dir: &Path, mode: u32, parents: bool, group: Option<u32>) -> Result<bool, String> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = dir
         .parent()
@@ -85,9 +96,24 @@ pub fn make_dir(dir: &Path, mode: u32, parents: bool) -> Result<bool, String> {
     }
     let made = open(None, dir, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0)
         .map_err(|e| format!("cannot open directory {}: {e}", dir.display()))?;
+    give_group(&made, group).map_err(|e| format!("{}: {e}", dir.display()))?;
     nix::sys::stat::fchmod(&made, bits)
         .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
     Ok(true)
+}
+
+/// Give a file jobrun just made the group-shared store's `group` (through
+/// its descriptor), so every member can probe and wake it whatever its
+/// maker's primary group: a member may give its files any of its groups,
+/// root any group. Nothing to do without a group, or when it has it.
+pub fn give_group(file: &File, group: Option<u32>) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(gid) = group else { return Ok(()) };
+    if file.metadata().is_ok_and(|md| md.gid() == gid) {
+        return Ok(());
+    }
+    nix::unistd::fchown(file, None, Some(nix::unistd::Gid::from_raw(gid)))
+        .map_err(|e| format!("cannot give it the store's group (gid {gid}): {e}"))
 }
 
 /// What a file beside the store is expected to be.
@@ -164,7 +190,7 @@ fn in_callers_groups(gid: u32) -> bool {
 /// The one rule for a file or directory beside the store, judged from its
 /// `fstat` (or `lstat`) metadata: it is of `kind` (never a symlink), owned
 /// by the caller or root (or, when `db_mode` shares the store with a group,
-/// its group is one of the caller's), writable by no one beyond `db_mode`
+/// its group is one of the caller's, or the caller is root), writable by no one beyond `db_mode`
 /// (the configured `--db-mode`; a directory's mode differs from it only in
 /// search bits), and, unless a directory, not hard-linked. Err: one line
 /// naming the file, its owner and mode, and what is wrong with it.
@@ -180,7 +206,11 @@ pub fn judge(path: &Path, md: &Metadata, kind: Kind, db_mode: u32) -> Result<(),
     }
     let me = nix::unistd::geteuid().as_raw();
     let group_shared = db_mode & 0o020 != 0;
-    let owner_ok = md.uid() == me || md.uid() == 0 || (group_shared && in_callers_groups(md.gid()));
+    // Root shares a group store with members whatever its own groups: it
+    // reads and writes such a store as its owner made it.
+    let owner_ok = md.uid() == me
+        || md.uid() == 0
+        || (group_shared && (me == 0 || in_callers_groups(md.gid())));
     if !owner_ok {
         let why = if me == 0 {
             "is not owned by root".to_string()
@@ -191,16 +221,12 @@ pub fn judge(path: &Path, md: &Metadata, kind: Kind, db_mode: u32) -> Result<(),
     }
     let wider = md.mode() & 0o022 & !db_mode;
     if wider != 0 {
-        let who = if wider & 0o002 != 0 {
-            "anyone"
+        let why = if wider & 0o002 != 0 {
+            "is writable by anyone, which no --db-mode allows".to_string()
         } else {
-            "its group"
+            format!("is writable by its group, more than --db-mode {db_mode:04o} allows")
         };
-        return Err(refusal(
-            path,
-            md,
-            &format!("is writable by {who}, more than --db-mode {db_mode:04o} allows"),
-        ));
+        return Err(refusal(path, md, &why));
     }
     if kind != Kind::Dir && md.nlink() > 1 {
         return Err(refusal(
@@ -220,6 +246,79 @@ pub fn judge_if_present(path: &Path, kind: Kind, db_mode: u32) -> Result<(), Str
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("{}: cannot inspect it: {e}", path.display())),
     }
+}
+
+/// The store's directory, judged before anything in it is used: whoever
+/// may rename files in it could swap the store between the checks and
+/// SQLite's open, or plant its `-wal`. It must be owned by root, the
+/// caller, or the store file's own owner (a group's main user owning both
+/// keeps a group store working), and be writable by no one beyond the
+/// store's group unless it has the sticky bit (as `/tmp`: then only a
+/// file's owner may rename or remove it), as OpenSSH judges the directories
+/// above its keys.
+pub fn judge_store_dir(dir: &Path, store: &Path) -> Result<(), String> {
+    let md = match std::fs::metadata(dir) {
+        Ok(md) => md,
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Err(denied(dir)),
+        Err(e) => {
+            return Err(format!(
+                "cannot inspect the store's directory {}: {e}",
+                dir.display()
+            ))
+        }
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    let store_md = std::fs::symlink_metadata(store)
+        .ok()
+        .filter(|m| m.is_file());
+    let store_owner = store_md.as_ref().map_or(me, |m| m.uid());
+    // The group a store file has, or will have when this caller makes it.
+    let store_group = store_md.as_ref().map_or_else(
+        || {
+            if md.mode() & libc::S_ISGID != 0 {
+                md.gid()
+            } else {
+                nix::unistd::getegid().as_raw()
+            }
+        },
+        |m| m.gid(),
+    );
+    let said = |why: String| {
+        format!(
+            "{} (owner {}, group {}, mode {:04o}), the store's directory, {why}",
+            dir.display(),
+            user_name(md.uid()),
+            md.gid(),
+            md.mode() & 0o7777
+        )
+    };
+    if ![0, me, store_owner].contains(&md.uid()) {
+        let caller = if me == 0 {
+            String::new()
+        } else {
+            format!(", {}", user_name(me))
+        };
+        return Err(said(format!(
+            "is owned by neither root{caller} nor the store's owner ({}): its owner could \
+             replace the store",
+            user_name(store_owner)
+        )));
+    }
+    if md.mode() & libc::S_ISVTX == 0 {
+        if md.mode() & 0o002 != 0 {
+            return Err(said(
+                "is writable by anyone without the sticky bit: anyone could replace the store"
+                    .into(),
+            ));
+        }
+        if md.mode() & 0o020 != 0 && md.gid() != store_group {
+            return Err(said(format!(
+                "is writable by its group, which is not the store's (gid {store_group}), \
+                 without the sticky bit: that group could replace the store"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// "permission denied", naming the owner and mode of `path`, or of the
@@ -316,7 +415,7 @@ pub const PRIVATE: u32 = 0o700;
 /// Create `dir` with mode 0700 if it is missing, then judge it as a
 /// directory of the caller's that no one else may write.
 pub fn private_dir(dir: &Path) -> Result<(), String> {
-    make_dir(dir, PRIVATE, false)?;
+    make_dir(dir, PRIVATE, false, None)?;
     judge_if_present(dir, Kind::Dir, PRIVATE)
 }
 
@@ -401,15 +500,15 @@ mod tests {
     fn a_made_directory_has_its_mode_past_the_umask_and_a_symlink_is_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let made = dir.path().join("a/b/c");
-        assert_eq!(make_dir(&made, 0o770, true), Ok(true));
+        assert_eq!(make_dir(&made, 0o770, true, None), Ok(true));
         let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o770);
-        assert_eq!(make_dir(&made, 0o700, false), Ok(false));
+        assert_eq!(make_dir(&made, 0o700, false, None), Ok(false));
         let target = dir.path().join("target");
         std::fs::create_dir(&target).unwrap();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert_eq!(make_dir(&link, 0o700, false), Ok(false));
+        assert_eq!(make_dir(&link, 0o700, false, None), Ok(false));
         let e = open_dir(&link, 0o600).unwrap_err();
         assert!(e.contains("is a symbolic link"), "{e}");
     }

@@ -19,6 +19,7 @@ use crate::renewer::Renewal;
 #[cfg(test)]
 mod contract;
 mod handle;
+mod opened;
 mod pgconfig;
 mod pgconn;
 mod pgerr;
@@ -34,6 +35,7 @@ mod steps;
 mod transitions;
 
 pub use handle::{Held, StoreHandle, StoreLease};
+pub use opened::OPEN_PAUSE_ENV;
 pub use pgconn::holds_password;
 
 /// What `notify_waiters` names when every job may have room (`resume
@@ -121,6 +123,21 @@ impl StoreSpec {
             StoreSpec::Postgres(_) => DEFAULT_FILE_MODE,
         };
         (file, file | ((file & 0o444) >> 2))
+    }
+
+    /// The group of a group-shared SQLite store (its `--db-mode` lets the
+    /// group write): the store file's own group, which every file jobrun
+    /// makes beside it is given. `None` for a private store, a PostgreSQL
+    /// store, or a store file not there (yet) as a regular file.
+    pub fn group(&self) -> Option<u32> {
+        use std::os::unix::fs::MetadataExt;
+        match self {
+            StoreSpec::Sqlite(path, mode) if mode & 0o020 != 0 => std::fs::symlink_metadata(path)
+                .ok()
+                .filter(|md| md.is_file())
+                .map(|md| md.gid()),
+            _ => None,
+        }
     }
 
     /// Open a fresh connection. Every thread that writes (the pass, its

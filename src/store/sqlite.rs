@@ -7,10 +7,12 @@
 //! newer jobrun, or a file on a network filesystem is an error naming it.
 //!
 //! Others may write where the store lives and jobrun often runs as root, so
-//! the store's files are judged before SQLite opens them (`files::judge`: no
-//! symlink, ours or root's, no wider than `--db-mode`), SQLite opens the
-//! store with `SQLITE_OPEN_NOFOLLOW`, and a file that is not a jobrun store
-//! (its `application_id`) is refused before anything is written to it.
+//! the store's directory is judged (`files::judge_store_dir`), its files are
+//! judged before SQLite opens them (`files::judge`: no symlink, ours or
+//! root's, no wider than `--db-mode`), SQLite opens the store with
+//! `SQLITE_OPEN_NOFOLLOW`, URI parsing off, and must have opened the file
+//! that was checked (`opened`), and a file that is not a jobrun store (its
+//! `application_id`) is refused before anything is written to it.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -23,10 +25,10 @@ use rusqlite::{
     types::ValueRef, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior,
 };
 
+use super::opened;
 use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
 use super::{Result, StoreError};
-use crate::files::Kind;
 use crate::policy::lease::Clock;
 
 /// How long a write waits for another process's transaction.
@@ -109,9 +111,10 @@ impl SqliteStore {
             }
         }
         if !dir.exists() {
-            crate::files::make_dir(&dir, mode | ((mode & 0o444) >> 2), true)
+            crate::files::make_dir(&dir, mode | ((mode & 0o444) >> 2), true, None)
                 .map_err(|e| other(&e))?;
         }
+        crate::files::judge_store_dir(&dir, path).map_err(StoreError::Refused)?;
         let st = nix::sys::statfs::statfs(&dir)
             .map_err(|e| other(&format!("cannot inspect {}: {e}", dir.display())))?;
         #[allow(clippy::unnecessary_cast)]
@@ -136,9 +139,14 @@ impl SqliteStore {
             }
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
-        check_files(path, mode)?;
+        let checked = opened::check_files(path, mode)?;
+        opened::open_pause();
+        // URI parsing off: no SQLITE_OPEN_URI, and an absolute name (the
+        // bundled SQLite is built to parse `file:` names by default, and
+        // only a name starting `file:` is one).
+        let name = std::path::absolute(path).map_err(|e| other(&e))?;
         let conn = Connection::open_with_flags(
-            path,
+            &name,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
                 | OpenFlags::SQLITE_OPEN_NOFOLLOW,
@@ -152,6 +160,8 @@ impl SqliteStore {
             }
             e => e,
         })?;
+        opened::same_file(&conn, &checked, path)?;
+        drop(checked);
         conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
         // See WAL_AUTOCHECKPOINT_PAGES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
@@ -188,44 +198,6 @@ fn writable(path: &Path) -> bool {
         nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
     )
     .is_ok()
-}
-
-/// Judge the store file and its `-wal` and `-shm` before SQLite opens them:
-/// none may be a symlink, another user's file, or writable beyond `mode`.
-fn check_files(path: &Path, mode: u32) -> Result<()> {
-    use std::io::Read;
-    let mut file = crate::files::open_judged(path, mode).map_err(StoreError::Refused)?;
-    // An empty file becomes a new store; anything else must already be a
-    // SQLite database (SQLite would take a short file for an empty one and
-    // write over it).
-    let mut magic = [0u8; 16];
-    let mut got = 0;
-    while got < magic.len() {
-        match file.read(&mut magic[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(StoreError::Other(
-                    path.display().to_string(),
-                    format!("cannot read: {e}"),
-                ))
-            }
-        }
-    }
-    if got > 0 && &magic[..got] != b"SQLite format 3\0" {
-        return Err(StoreError::Corrupt {
-            path: path.display().to_string(),
-            detail: "it is not a SQLite database; leaving it untouched".into(),
-        });
-    }
-    for suffix in SIDE_FILES {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        crate::files::judge_if_present(Path::new(&p), Kind::Regular, mode)
-            .map_err(StoreError::Refused)?;
-    }
-    Ok(())
 }
 
 /// What a store file says of itself before anything is written to it.

@@ -28,11 +28,12 @@ pub const READERS: [&str; 6] = [
 /// `--db-mode` as a reading command understands it.
 pub fn db_mode_for(sub: &str) -> Option<&'static str> {
     READERS.contains(&sub).then_some(
-        "The mode this command expects of a SQLite store's files (default 0600); it \
-         creates none. The store file and its -wal and -shm are refused when writable \
-         beyond it, so a group-shared store is read with the mode it was made with \
-         (--db-mode 0660, or JOBRUN_DB_MODE=0660 in the environment); with group \
-         write, files of other members of the caller's groups are accepted.",
+        "The mode this command expects of a SQLite store's files; it creates none. \
+         Without it, the mode of the store file itself (only its owner can change it), \
+         so a group-shared store made with --db-mode 0660 is read as such by every \
+         member and by root without repeating it. The store file and its -wal and -shm \
+         are refused when writable beyond it, and always when writable by others; with \
+         group write, files of other members of the caller's groups are accepted.",
     )
 }
 
@@ -80,8 +81,9 @@ fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
             (
                 Status::Code(INCOMPLETE),
                 Some(
-                    "a pass it verified could not be signalled, or --wait ran out with \
-                     locks still held",
+                    "a pass of this host and boot it was asked to stop could not be \
+                     signalled and may still run (a pass on another host is listed, never \
+                     a failure), or --wait ran out with locks still held",
                 ),
             ),
             failed,
@@ -128,7 +130,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 3] = [
+pub const SETTING_VARIABLES: [(&str, &str); 4] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -143,6 +145,13 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
         crate::clock::SKEW_ENV,
         "A duration (`1h`, `-1h`, at most 100 years) added to this host's wall clock, \
          never to its boot clock: a test seam for clocks that disagree.",
+    ),
+    (
+        crate::store::OPEN_PAUSE_ENV,
+        "The path of a FIFO that jobrun reads to its end after checking a SQLite store's \
+         files and before opening the store: a test seam, like `JOBRUN_CLOCK_SKEW`, for \
+         a store replaced in that moment (refused: what is opened must be what was \
+         checked). Anything but a FIFO there is ignored.",
     ),
 ];
 
@@ -355,10 +364,14 @@ pub fn files(r: &mut Roff) {
     }
     para(
         r,
-        "Files jobrun creates get the `--db-mode` (default 0600). A file beside the store \
+        "Files jobrun creates get the `--db-mode` (default 0600 for a new store; an \
+         existing store's own mode otherwise) and, beside a group-shared store, the store \
+         file's group (the holders directory also the setgid bit). A file beside the store \
          is used only when it is not a symbolic link and is owned by the caller or root (or, \
-         with group write in `--db-mode`, by a member of one of the caller's groups); \
-         anything else is refused, never followed.",
+         with group write in `--db-mode`, by a member of one of the caller's groups, or \
+         any member when the caller is root); anything else is refused, never followed. \
+         The store's directory must be owned by root, the caller or the store's owner, \
+         and writable by no one beyond the store's group unless it has the sticky bit.",
     );
 }
 

@@ -176,7 +176,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
-            HolderLock::take(&dir, &pass_id, spec.modes())
+            HolderLock::take(&dir, &pass_id, spec.modes(), spec.group())
                 .with_context(|| format!("cannot create holder lock in {}", dir.display()))?,
         ),
         None => None,

@@ -130,13 +130,27 @@ pub fn watch(spec: &StoreSpec, pass_id: &str, events: Sender<Event>) -> Option<W
 
 /// Make the FIFO (never over anything already there) and open both ends.
 fn listen(spec: &StoreSpec, path: &Path) -> Result<(File, File), String> {
-    use nix::sys::stat::{fchmod, Mode};
+    use nix::sys::stat::Mode;
     let mode = spec.modes().0;
     nix::unistd::mkfifo(path, Mode::from_bits_truncate(mode as libc::mode_t))
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    // A FIFO made but not listened to is removed: nothing is left behind.
+    let ends = open_ends(spec, path, mode);
+    if ends.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    ends
+}
+
+/// Open both ends of a FIFO just made, and give it the store's group and
+/// mode.
+fn open_ends(spec: &StoreSpec, path: &Path, mode: u32) -> Result<(File, File), String> {
+    use nix::sys::stat::{fchmod, Mode};
     let read = open_fifo(path, OFlag::O_RDONLY).map_err(|e| files::open_failure(path, &e))?;
     let keep = open_fifo(path, OFlag::O_WRONLY).map_err(|e| files::open_failure(path, &e))?;
-    // Past the umask: a group-shared store's releasers write to it.
+    // The store's group and its mode past the umask: a group-shared
+    // store's releasers (any member, root) write to it.
+    files::give_group(&read, spec.group()).map_err(|e| format!("{}: {e}", path.display()))?;
     let _ = fchmod(&read, Mode::from_bits_truncate(mode as libc::mode_t));
     Ok((read, keep))
 }

@@ -1,0 +1,297 @@
+//! How a SQLite store is named and opened: `--db` is a path or a
+//! PostgreSQL string, nothing else; the store's directory is judged; what
+//! SQLite opens is what was checked; a start that fails (a full disk)
+//! leaves nothing behind, and `clear-locks --all` removes lock files of no
+//! pass that a crash or an earlier jobrun left.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use crate::support::{text, wait_until, Jobrun, TempUser, TestEnv};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Scenario 7: a SQLite URI or `:memory:` is refused with one line, exit
+/// 125, before anything is made (a `file:` name made jobrun judge and
+/// create one path while SQLite opened another).
+#[test]
+fn a_sqlite_uri_or_memory_is_not_a_store() {
+    let env = TestEnv::sqlite();
+    let cwd = env.path("cwd");
+    fs::create_dir(&cwd).unwrap();
+    let elsewhere = env.path("elsewhere.db");
+    let uri = format!("file:{}?mode=rwc", elsewhere.display());
+    for db in ["file:jobs.db", &uri, "file:x.db?vfs=unix-none", ":memory:"] {
+        for args in [
+            &["run", "j", "--", "touch", "ran"][..],
+            &["status"],
+            &["pause", "--new", "j"],
+        ] {
+            for by_flag in [false, true] {
+                let mut c = env.cmd(&[]);
+                if by_flag {
+                    c.args(["--db", db]);
+                } else {
+                    c.env("JOBRUN_DB", db);
+                }
+                let out = c.args(args).current_dir(&cwd).output().unwrap();
+                let err = text(&out.stderr);
+                assert_eq!(out.status.code(), Some(125), "{db} {args:?}: {err}");
+                assert_eq!(err.lines().count(), 1, "{db} {args:?}: {err}");
+                assert!(err.contains("invalid --db/JOBRUN_DB"), "{db}: {err}");
+            }
+        }
+    }
+    assert_eq!(entries(&cwd), Vec::<String>::new(), "junk left behind");
+    assert!(!elsewhere.exists(), "SQLite opened the URI's path");
+}
+
+/// Scenario 6: the store is opened once, by descriptor. The test seam
+/// `JOBRUN_TEST_OPEN_PAUSE` holds jobrun between checking the store's files
+/// and SQLite's open; another user's store renamed over root's in that
+/// moment is refused, not read.
+#[test]
+fn a_store_replaced_between_its_check_and_its_open_is_refused() {
+    let Some(user) = TempUser::create("o") else {
+        return;
+    };
+    let env = TestEnv::sqlite();
+    let evil = env.path("evil.db");
+    Jobrun::new(&env)
+        .env("JOBRUN_DB", &evil)
+        .args(["pause", "--new", "planted"])
+        .any_stderr("a new store is announced")
+        .run();
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", evil.display()));
+        if p.exists() {
+            user.owns(&p);
+        }
+    }
+    let fifo = env.path("pause.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let pid = env.start_with(
+        "status",
+        &["status"],
+        &[("JOBRUN_TEST_OPEN_PAUSE", fifo.to_str().unwrap())],
+    );
+    // The FIFO has a reader once jobrun checked the store and paused.
+    let mut writer = None;
+    assert!(
+        wait_until(WAIT, || {
+            writer = nix::fcntl::open(
+                &fifo,
+                nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_NONBLOCK,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok();
+            writer.is_some()
+        }),
+        "jobrun never paused: {}",
+        env.stderr_of("status")
+    );
+    fs::rename(&evil, &env.db).unwrap();
+    drop(writer);
+    assert_eq!(
+        env.wait_exit(pid, WAIT),
+        Some(125),
+        "{}{}",
+        env.stdout_of("status"),
+        env.stderr_of("status")
+    );
+    let err = env.stderr_of("status");
+    assert!(
+        err.contains("replaced between its check and SQLite's open"),
+        "{err}"
+    );
+    assert!(!env.stdout_of("status").contains("planted"));
+}
+
+/// Scenario 6: the store's directory is judged as OpenSSH judges the
+/// directories above its keys: owned by root, the caller or the store's
+/// owner, and writable by no one beyond the store's group unless sticky.
+#[test]
+fn a_store_in_a_directory_others_may_replace_it_in_is_refused() {
+    let Some(user) = TempUser::create("d") else {
+        return;
+    };
+    let env = TestEnv::sqlite_not_made();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.path("d");
+    fs::create_dir(&dir).unwrap();
+    let db = dir.join("store.db");
+    let shown = dir.display().to_string();
+    let at = |args: &[&str]| Jobrun::new(&env).env("JOBRUN_DB", &db).args(args.to_vec());
+    let chmod = |mode: u32| fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+
+    chmod(0o777);
+    at(&["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&shown, "writable by anyone without the sticky bit"])
+        .run();
+    assert!(!db.exists() && !env.path("ran").exists());
+    // Sticky, as /tmp: only a file's owner may rename or remove it.
+    chmod(0o1777);
+    at(&["run", "j", "--", "true"])
+        .any_stderr("the new store is announced")
+        .run();
+    // Writable by a group that is not the store's.
+    chmod(0o775);
+    std::os::unix::fs::chown(&dir, None, Some(user.gid)).unwrap();
+    at(&["status"])
+        .refused()
+        .stderr_contains_all(&[&shown, "writable by its group, which is not the store's"])
+        .run();
+    // ... and by the store's own group: its members may write rows anyway.
+    std::os::unix::fs::chown(&db, None, Some(user.gid)).unwrap();
+    at(&["status"]).run();
+    // Another user's directory, for a store of root's.
+    chmod(0o755);
+    user.owns(&dir);
+    at(&["status"])
+        .refused()
+        .stderr_contains_all(&[&shown, &user.name, "owned by neither root"])
+        .run();
+}
+
+/// A tmpfs mounted for one test, unmounted when dropped (even on failure).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: PathBuf, size: &str) -> Option<Tmpfs> {
+        fs::create_dir_all(&at).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            eprintln!("skipped: cannot mount a tmpfs: {}", text(&out.stderr));
+            return None;
+        }
+        Some(Tmpfs(at))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
+/// Scenario 12: a pass that cannot write its holder lock (ENOSPC) exits
+/// 125 and leaves no `<pass>.lock` behind; once there is room again the
+/// store works as before (nothing lost).
+#[test]
+fn a_start_that_fails_on_a_full_disk_leaves_no_lock_file() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let mut env = TestEnv::sqlite_not_made();
+    let Some(disk) = Tmpfs::mount(env.path("disk"), "1m") else {
+        return;
+    };
+    env.db = disk.0.join("store.db").to_string_lossy().into_owned();
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "true"])
+        .any_stderr("the new store is announced")
+        .run();
+    let holders = PathBuf::from(format!("{}.holders", env.db));
+    let filler = disk.0.join("filler");
+    {
+        use std::io::Write;
+        let mut f = fs::File::create(&filler).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+    }
+    for _ in 0..3 {
+        Jobrun::new(&env)
+            .args(["run", "j", "--", "touch", "ran"])
+            .refused()
+            .stderr_contains("No space left on device")
+            .run();
+    }
+    assert!(!env.path("ran").exists());
+    assert_eq!(
+        entries(&holders),
+        Vec::<String>::new(),
+        "litter in the holders directory"
+    );
+    fs::remove_file(&filler).unwrap();
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .run();
+    assert!(env.path("ran").exists());
+    assert_eq!(env.history("j").len(), 2);
+}
+
+/// Scenario 12: `clear-locks --all` removes lock files that belong to no
+/// row and that nobody holds, once unchanged for a minute (a pass takes its
+/// lock a moment before its row commits); never a locked one, a recent one,
+/// or a file not named as jobrun names them. `--dry-run` only says so; a
+/// clear-locks of named jobs leaves them (they belong to no job).
+#[test]
+fn clear_locks_removes_stray_lock_files_of_no_pass() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env).args(["run", "j", "--", "true"]).run();
+    let holders = PathBuf::from(format!("{}.holders", env.db));
+    let old = SystemTime::now() - Duration::from_secs(120);
+    let make = |name: &str, aged: bool| {
+        let p = holders.join(name);
+        fs::write(&p, "4242 1\n").unwrap();
+        if aged {
+            fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        p
+    };
+    let stray = make("0123456789ab.lock", true);
+    let fresh = make("0123456789ac.lock", false);
+    let locked = make("0123456789ad.lock", true);
+    let other = make("not-a-pass.lock", true);
+    let held = fs::File::open(&locked).unwrap();
+    // SAFETY: flock on a descriptor this test owns; released when dropped.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+        0
+    );
+
+    Jobrun::new(&env)
+        .args(["clear-locks", "j"])
+        .stdout_lacks("stray")
+        .run();
+    assert!(stray.exists());
+    Jobrun::new(&env)
+        .args(["clear-locks", "--all", "--dry-run"])
+        .stdout_contains("would remove 1 stray lock file(s)")
+        .run();
+    assert!(stray.exists());
+    Jobrun::new(&env)
+        .args(["clear-locks", "--all"])
+        .stdout_contains("removed 1 stray lock file(s)")
+        .run();
+    assert!(!stray.exists());
+    for kept in [&fresh, &locked, &other] {
+        assert!(kept.exists(), "{} was removed", kept.display());
+    }
+    drop(held);
+}
