@@ -348,7 +348,7 @@ _jobrun() {
                     return 0
                     ;;
                 --outcome)
-                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out abandoned" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced wait-expired timeout abandoned" -- "${cur}"))
                     return 0
                     ;;
                 --db)
@@ -423,7 +423,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -434,6 +434,18 @@ _jobrun() {
                     return 0
                     ;;
                 --max-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jitter)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spread)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

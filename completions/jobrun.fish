@@ -40,6 +40,9 @@ complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "generate" -d 'Write t
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l lease -d 'The lease window, renewed every third of it (at least 3s)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l max-hold -d 'Backstop for a pass that is alive but hung: past it renewals stop and the lease lapses (at least the lease)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l timeout -d 'Stop the command this long after it started: its whole process group gets TERM, then KILL after --kill-after; the pass exits 124 (as timeout(1)) with the outcome timeout, and releases its slot once the group is gone. Unlike --max-hold, which only lets the lease lapse and leaves a hung command running, --timeout ends the command: use it for the longest a pass may take, and keep --max-hold as the backstop for a wrapper that cannot stop its command (0: no timeout)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l jitter -d 'Wait a random time in [0, DURATION), drawn afresh each pass, before trying for a slot (systemd\'s RandomizedDelaySec=). The wait counts in neither the pass\'s wait nor its duration; a TERM during it ends the pass at once (143) with nothing taken or recorded' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l spread -d 'Wait a stable offset in [0, DURATION), derived from the host identity and the job name, before trying for a slot (systemd\'s FixedRandomDelay=): a fleet whose crontabs all fire at the same minute arrives spread out, each host in its own place. Adds to --jitter' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l kill-after -d 'After forwarding TERM or INT, wait this long before sending KILL' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l on-lost -d 'What happens to the child when the lease is lost' -r -f -a "continue\t'Keep running: single-flight is a convenience; the fencing token is the bound'
 term\t'Stop the child as if the wrapper had received TERM'"
@@ -95,7 +98,8 @@ spawn-failed\t''
 killed\t''
 stopped\t''
 coalesced\t''
-timed-out\t''
+wait-expired\t''
+timeout\t''
 abandoned\t''"
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r

@@ -217,6 +217,32 @@ pub struct RunArgs {
     )]
     pub max_hold: String,
 
+    /// Stop the command this long after it started: its whole process
+    /// group gets TERM, then KILL after --kill-after; the pass exits 124
+    /// (as timeout(1)) with the outcome timeout, and releases its slot once
+    /// the group is gone. Unlike --max-hold, which only lets the lease
+    /// lapse and leaves a hung command running, --timeout ends the
+    /// command: use it for the longest a pass may take, and keep --max-hold
+    /// as the backstop for a wrapper that cannot stop its command (0: no
+    /// timeout).
+    #[arg(long, env = "JOBRUN_TIMEOUT", value_name = "DURATION")]
+    pub timeout: Option<String>,
+
+    /// Wait a random time in [0, DURATION), drawn afresh each pass, before
+    /// trying for a slot (systemd's RandomizedDelaySec=). The wait counts
+    /// in neither the pass's wait nor its duration; a TERM during it ends
+    /// the pass at once (143) with nothing taken or recorded.
+    #[arg(long, env = "JOBRUN_JITTER", value_name = "DURATION")]
+    pub jitter: Option<String>,
+
+    /// Wait a stable offset in [0, DURATION), derived from the host identity
+    /// and the job name, before trying for a slot (systemd's
+    /// FixedRandomDelay=): a fleet whose crontabs all fire at the same
+    /// minute arrives spread out, each host in its own place. Adds to
+    /// --jitter.
+    #[arg(long, env = "JOBRUN_SPREAD", value_name = "DURATION")]
+    pub spread: Option<String>,
+
     /// After forwarding TERM or INT, wait this long before sending KILL.
     #[arg(
         long,
@@ -405,8 +431,16 @@ pub struct GenerateArgs {
 }
 
 /// The outcomes `history --outcome` takes: `Outcome::ALL`'s names.
+/// `timed-out`, the name earlier jobruns gave `wait-expired`, is taken too
+/// (hidden), and means `wait-expired`.
 fn outcome_names() -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(
-        crate::policy::outcome::Outcome::ALL.map(|o| o.as_str()),
-    )
+    use crate::policy::outcome::Outcome;
+    clap::builder::PossibleValuesParser::new(Outcome::ALL.map(|o| {
+        let v = clap::builder::PossibleValue::new(o.as_str());
+        if o == Outcome::WaitExpired {
+            v.alias(Outcome::WAIT_EXPIRED_BEFORE)
+        } else {
+            v
+        }
+    }))
 }

@@ -304,6 +304,12 @@ pub struct RunSettings {
     pub lease: Duration,
     pub max_hold: Duration,
     pub kill_after: Duration,
+    /// `--timeout`: how long the command may run, from its start.
+    pub timeout: Option<Duration>,
+    /// `--jitter`: a fresh random wait in [0, D) before the pass.
+    pub jitter: Option<Duration>,
+    /// `--spread`: a stable wait in [0, D) from the host and the job.
+    pub spread: Option<Duration>,
     pub on_lost: OnLost,
     pub conflict_exit_code: i32,
     pub quiet: bool,
@@ -327,6 +333,21 @@ impl RunSettings {
         let max_hold = duration("--max-hold/JOBRUN_MAX_HOLD", &a.max_hold)?;
         let kill_after = duration("--kill-after/JOBRUN_KILL_AFTER", &a.kill_after)?;
         let wait = duration("--wait/JOBRUN_WAIT", &a.wait)?;
+        let timeout = a
+            .timeout
+            .as_deref()
+            .map(|t| duration("--timeout/JOBRUN_TIMEOUT", t))
+            .transpose()?
+            .filter(|t| !t.is_zero());
+        let delay = |flag: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| duration(flag, v))
+                .transpose()
+                .map(|d| d.filter(|d| !d.is_zero()))
+        };
+        let jitter = delay("--jitter/JOBRUN_JITTER", &a.jitter)?;
+        let spread = delay("--spread/JOBRUN_SPREAD", &a.spread)?;
         if lease < MIN_LEASE {
             bail!(
                 "--lease {} is too short: the lease is renewed every third of it (at least every \
@@ -350,6 +371,9 @@ impl RunSettings {
             lease,
             max_hold,
             kill_after,
+            timeout,
+            jitter,
+            spread,
             on_lost: match a.on_lost {
                 crate::cli::OnLostArg::Continue => OnLost::Continue,
                 crate::cli::OnLostArg::Term => OnLost::Term,

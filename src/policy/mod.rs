@@ -9,6 +9,7 @@
 
 pub mod coalesce;
 pub mod containers;
+pub mod delay;
 pub mod lease;
 pub mod outcome;
 pub mod pause;

@@ -312,7 +312,19 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    ALTER TABLE waiters ADD COLUMN IF NOT EXISTS containers TEXT; \
                    ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_evidence TEXT;",
     },
+    // `timed-out` (a --wait that ran out) is called `wait-expired`, apart from the new
+    // `timeout` (a command stopped past --timeout). Earlier readers take both names as an
+    // outcome they do not know, and this jobrun reads the rows they still write as
+    // `wait-expired`: no reader is fenced out.
+    Step {
+        version: 10,
+        min_reader: 4,
+        sqlite: STEP_10,
+        postgres: STEP_10,
+    },
 ];
+
+const STEP_10: &str = "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';";
 
 /// Where a store's version is kept, for a step that is being applied: the
 /// old marker up to `LEGACY_MARKER`, the meta table from then on.
@@ -342,12 +354,16 @@ mod tests {
 
     #[test]
     fn steps_run_in_order_and_every_step_since_the_meta_table_is_additive() {
-        // Step 7 comes from another branch; once it is merged every
-        // version follows the one before.
+        // Steps 7 and 9 come from other branches; once they are merged
+        // every version follows the one before.
         let mut last = 0;
         for s in STEPS {
             assert!(s.version > last, "step {} after {last}", s.version);
-            assert!(s.version == last + 1 || (last == 6 && s.version == 8));
+            assert!(
+                s.version == last + 1
+                    || (last == 6 && s.version == 8)
+                    || (last == 8 && s.version == 10)
+            );
             last = s.version;
             assert!(s.min_reader <= s.version);
             if s.version > LEGACY_MARKER {

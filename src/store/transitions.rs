@@ -26,7 +26,7 @@ use super::{
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
-use crate::policy::outcome::PassRecord;
+use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
 use crate::renewer::Renewal;
@@ -168,7 +168,13 @@ impl<B: Backend> Store for SqlStore<B> {
             }
             if let Some(o) = q.outcome {
                 params.push(o.as_str().into());
-                conds.push(format!("outcome = ${}", params.len()));
+                let mut cond = format!("outcome = ${}", params.len());
+                // An earlier jobrun sharing the store still writes its old name.
+                if o == Outcome::WaitExpired {
+                    params.push(Outcome::WAIT_EXPIRED_BEFORE.into());
+                    cond = format!("({cond} OR outcome = ${})", params.len());
+                }
+                conds.push(cond);
             }
             let rows = c.query(
                 &format!(

@@ -10,6 +10,7 @@ mod evidence;
 mod faults;
 mod figures;
 mod fleet;
+mod fleetcron;
 mod forged;
 mod frontpage;
 mod generated;

@@ -39,7 +39,7 @@ pub fn db_mode_for(sub: &str) -> Option<&'static str> {
 /// The exit statuses of a subcommand's page, with what each means there
 /// when that says more than the table.
 fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
-    use exit::{CANNOT_EXECUTE, INCOMPLETE, JOBRUN_FAILED, NOT_FOUND, OK};
+    use exit::{CANNOT_EXECUTE, INCOMPLETE, JOBRUN_FAILED, NOT_FOUND, OK, TIMEOUT};
     let failed = (Status::Code(JOBRUN_FAILED), None);
     match sub {
         "run" => vec![
@@ -47,6 +47,7 @@ fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
             (Status::Signal, None),
             (Status::Conflict, None),
             (Status::Coalesced, None),
+            (Status::Code(TIMEOUT), None),
             failed,
             (Status::Code(CANNOT_EXECUTE), None),
             (Status::Code(NOT_FOUND), None),
@@ -128,7 +129,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 3] = [
+pub const SETTING_VARIABLES: [(&str, &str); 4] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -143,6 +144,11 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
         crate::clock::SKEW_ENV,
         "A duration (`1h`, `-1h`, at most 100 years) added to this host's wall clock, \
          never to its boot clock: a test seam for clocks that disagree.",
+    ),
+    (
+        crate::policy::delay::SEED_ENV,
+        "Any text: `run --jitter` draws its wait from it instead of the kernel's randomness, \
+         the same wait for the same text and job (a test seam; `--spread` needs none).",
     ),
 ];
 

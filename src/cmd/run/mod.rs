@@ -150,6 +150,16 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     // and acted on, never the default "die holding it".
     let (sender, events) = mpsc::channel();
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
+    // --spread and --jitter: before anything is taken, and apart from the
+    // pass's own wait and duration.
+    if let Some(sig) = delay_before_pass(&settings, &events) {
+        say!(
+            "{}: stopped by signal {sig} before trying for a slot (--spread/--jitter wait); \
+             nothing was taken",
+            settings.job
+        );
+        return Ok(crate::exit::of_signal(sig));
+    }
     let started_ms = now_ms();
     let started = Instant::now();
     // A pass whose containers could be neither judged nor stopped here
@@ -229,6 +239,48 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     // The kernel lock is evidence until the lease is gone: drop it last.
     drop(lock);
     code
+}
+
+/// Wait the pass's `--spread` offset and `--jitter` before it tries for a
+/// slot. `Some(signal)` when a stop signal (TERM, INT, HUP, QUIT) arrived
+/// meanwhile: the pass then ends at once.
+fn delay_before_pass(settings: &RunSettings, events: &Receiver<Event>) -> Option<i32> {
+    if settings.spread.is_none() && settings.jitter.is_none() {
+        return None;
+    }
+    let seed = std::env::var(crate::policy::delay::SEED_ENV)
+        .ok()
+        .map(|s| crate::policy::delay::stable_hash(&[s.as_bytes(), settings.job.as_bytes()]));
+    let draw = seed
+        .unwrap_or_else(|| crate::random::bytes::<8>().map_or(now_ms() as u64, u64::from_le_bytes));
+    let host = crate::process::identity::Identity::current().host;
+    let wait = crate::policy::delay::before_pass(
+        &host,
+        &settings.job,
+        settings.spread,
+        settings.jitter,
+        draw,
+    );
+    let until = crate::clock::deadline_after(wait);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        match events.recv_timeout(left) {
+            Ok(Event::Signal(sig)) => {
+                if let supervise::SignalKind::Stop { .. } = supervise::classify(sig) {
+                    return Some(sig);
+                }
+            }
+            Ok(_) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => return None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(left);
+                return None;
+            }
+        }
+    }
 }
 
 impl Ctx {

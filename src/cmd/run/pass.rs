@@ -347,13 +347,15 @@ impl Holding {
                 return Err(e);
             }
         };
-        let ended = supervise::supervise(
-            &mut child,
-            &ctx.events,
-            ctx.settings.kill_after,
-            ctx.settings.on_lost,
-            &label,
-        );
+        let how = supervise::Stopping {
+            kill_after: ctx.settings.kill_after,
+            on_lost: ctx.settings.on_lost,
+            timeout: ctx
+                .settings
+                .timeout
+                .map(|t| (crate::clock::deadline_after(t), t)),
+        };
+        let ended = supervise::supervise(&mut child, &ctx.events, how, &label);
         let exec_failed = child.exec_failure(&escape(&ctx.settings.argv_text[0]));
         if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {
             // The containers it started are the pass's work too.
@@ -380,9 +382,14 @@ impl Holding {
             stopped_by: ended.stopped_by,
             killed: ended.killed,
             lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
+            timed_out: ended.timed_out,
         });
         ctx.finish(&key, outcome, ended.code, ended.signal);
-        Ok(ended.exit_code())
+        Ok(if outcome == Outcome::Timeout {
+            exit::TIMEOUT
+        } else {
+            ended.exit_code()
+        })
     }
 }
 

@@ -161,7 +161,7 @@ impl Queued {
                 } else {
                     "timed out"
                 };
-                break Err((why, Outcome::TimedOut));
+                break Err((why, Outcome::WaitExpired));
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
             if listener.is_some() && poll >= Duration::from_secs(1) {

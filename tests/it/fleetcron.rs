@@ -1,0 +1,320 @@
+//! What cron users reach for beside a lock wrapper, one flag each on
+//! `jobrun run`: `--timeout` (as `timeout(1)`), `--jitter` and `--spread`
+//! (systemd's `RandomizedDelaySec=` and `FixedRandomDelay=`), and once per
+//! window across a fleet.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    alive, both_stores, exits, kill, script, store_exec, wait_until, Jobrun, TestEnv,
+};
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The outcomes of a job's passes, newest first, as history names them.
+fn outcomes(env: &TestEnv, job: &str) -> Vec<&'static str> {
+    env.history(job)
+        .iter()
+        .map(|p| p.outcome.as_str())
+        .collect()
+}
+
+/// A command that ignores TERM and leaves two grandchildren in its group,
+/// one of which ignores TERM too; each records its pid.
+fn stubborn_group(env: &TestEnv) -> String {
+    script(
+        env,
+        "stubborn.sh",
+        "trap '' TERM\n\
+         echo $$ > child.pid\n\
+         sleep 60 &\n\
+         echo $! > sleeper.pid\n\
+         sh -c 'trap \"\" TERM; echo $$ > deaf.pid.tmp; mv deaf.pid.tmp deaf.pid; \
+                while :; do sleep 0.1; done' &\n\
+         while [ ! -e deaf.pid ]; do sleep 0.02; done\n\
+         touch ready\n\
+         while :; do sleep 0.1; done",
+    )
+}
+
+fn timeout_ends_the_whole_group_and_exits_124(env: &TestEnv) {
+    let child = stubborn_group(env);
+    let started = Instant::now();
+    let pid = env.start(
+        "w",
+        &[
+            "run",
+            "--timeout",
+            "2s",
+            "--kill-after",
+            "1s",
+            "j",
+            "--",
+            &child,
+        ],
+    );
+    assert!(
+        env.wait_for_file("ready", secs(10)),
+        "{}",
+        env.stderr_of("w")
+    );
+    let pids: Vec<i32> = ["child.pid", "sleeper.pid", "deaf.pid"]
+        .iter()
+        .map(|f| env.pid_in(f))
+        .collect();
+    assert_eq!(env.held("j"), 1);
+    assert_eq!(
+        env.wait_exit(pid, secs(15)),
+        Some(124),
+        "{}",
+        env.stderr_of("w")
+    );
+    let took = started.elapsed();
+    // TERM at 2 s, ignored; KILL 1 s later; then the release.
+    assert!(
+        (secs(3)..secs(6)).contains(&took),
+        "the pass took {took:?} with --timeout 2s --kill-after 1s"
+    );
+    // Nothing of the group outlived the pass (a KILLed member may wait a
+    // moment for init to reap it).
+    for p in &pids {
+        assert!(
+            wait_until(secs(2), || !alive(*p)),
+            "pid {p} of the group survived the timeout"
+        );
+    }
+    let err = env.stderr_of("w");
+    assert!(err.contains("timed out after 2s; sending TERM"), "{err}");
+    assert!(err.contains("sending KILL"), "{err}");
+    // The slot was released as the pass ended: the next pass runs at once.
+    assert_eq!(env.held("j"), 0);
+    exits(env, 0, &["run", "j", "--", "true"]);
+    assert_eq!(outcomes(env, "j"), ["ok", "timeout"]);
+    let timed = &env.history("j")[1];
+    assert!(
+        (1900..4000).contains(&timed.duration_ms),
+        "duration {} ms of a pass timed out at 2s",
+        timed.duration_ms
+    );
+}
+
+fn timeout_is_124_however_the_command_then_ends(env: &TestEnv) {
+    // It handles TERM and exits 0: still a timeout, as timeout(1) has it.
+    let child = script(
+        env,
+        "polite.sh",
+        "exec 2>/dev/null\n\
+         trap 'exit 0' TERM\n\
+         while :; do sleep 0.05; done",
+    );
+    Jobrun::new(env)
+        .args(["run", "j", "--", &child])
+        .env("JOBRUN_TIMEOUT", "1s")
+        .code(124)
+        .stderr_lines(1)
+        .stderr_contains("timed out after 1s; sending TERM")
+        .run();
+    // A command done before its timeout is judged by its own code.
+    exits(
+        env,
+        3,
+        &["run", "--timeout", "30s", "j", "--", "sh", "-c", "exit 3"],
+    );
+    // 0: no timeout.
+    exits(env, 0, &["run", "--timeout", "0", "j", "--", "true"]);
+    assert_eq!(outcomes(env, "j"), ["ok", "failed", "timeout"]);
+    Jobrun::new(env)
+        .args(["run", "--timeout", "soon", "j", "--", "true"])
+        .refused()
+        .stderr_contains("invalid --timeout/JOBRUN_TIMEOUT 'soon'")
+        .run();
+}
+
+/// A `--wait` that ran out is `wait-expired`; `history --outcome` still
+/// understands the name earlier jobruns gave it, and finds the rows they
+/// write into a store they share.
+fn a_wait_that_ran_out_is_wait_expired(env: &TestEnv) {
+    let child = crate::support::held_child(env, "h", "");
+    let pid = env.start("h", &["run", "j", "--", &child]);
+    assert!(env.wait_for_file("h.ready", secs(10)));
+    Jobrun::new(env)
+        .args(["run", "--wait", "100ms", "j", "--", "true"])
+        .stderr_lines(1)
+        .stderr_contains("gave up waiting")
+        .run();
+    std::fs::write(env.path("h.done"), "").unwrap();
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(0));
+    assert_eq!(outcomes(env, "j"), ["wait-expired", "ok"]);
+    // A row an earlier jobrun wrote after the store was migrated.
+    store_exec(
+        env,
+        "INSERT INTO history (job, pass_id, host, pid, started_ms, ended_ms, duration_ms, \
+         outcome) VALUES ('j', 'old0pass0000', 'web1', 1, 1, 2, 0, 'timed-out');",
+    );
+    for name in ["wait-expired", "timed-out"] {
+        let got: Vec<_> = Jobrun::new(env)
+            .args(["history", "j", "--json", "--outcome", name])
+            .json::<jobrun::model::HistoryReport>()
+            .passes
+            .into_iter()
+            .map(|p| (p.outcome.as_str(), p.pass_id.len()))
+            .collect();
+        assert_eq!(got, [("wait-expired", 12), ("wait-expired", 12)], "{name}");
+    }
+}
+
+/// A store whose history an earlier jobrun wrote `timed-out` into is
+/// migrated: the rows say `wait-expired`.
+fn stored_timed_out_rows_are_migrated(env: &TestEnv) {
+    exits(env, 0, &["run", "j", "--", "true"]);
+    store_exec(
+        env,
+        "INSERT INTO history (job, pass_id, host, pid, started_ms, ended_ms, duration_ms, \
+         outcome) VALUES ('j', 'old0pass0000', 'web1', 1, 1, 2, 0, 'timed-out'); \
+         UPDATE jobrun_meta SET value = 8 WHERE key = 'schema';",
+    );
+    exits(env, 0, &["run", "j", "--", "true"]);
+    let dump = crate::support::dump_store(env).join("\n");
+    assert!(!dump.contains("timed-out"), "{dump}");
+    assert_eq!(outcomes(env, "j"), ["ok", "ok", "wait-expired"]);
+}
+
+/// How long `jobrun run ARGS -- true` takes with `vars`, and the pass it
+/// recorded: the wait before the pass is most of it.
+fn delayed_pass(
+    env: &TestEnv,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> (Duration, jobrun::model::PassRecord) {
+    let before_ms = now_ms();
+    let started = Instant::now();
+    Jobrun::new(env)
+        .arg("run")
+        .args(args)
+        .args(["j", "--", "true"])
+        .envs(vars.iter().copied())
+        .run();
+    let took = started.elapsed();
+    let pass = env.history("j").remove(0);
+    // The pass itself began after the wait.
+    assert!(
+        pass.started_at_ms >= before_ms,
+        "{pass:?} began before the test started it"
+    );
+    (took, pass)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// `took` is the wait `want` and the pass itself (a loaded machine's second
+/// at most), never more; the wait counted in neither the pass's wait nor
+/// its duration.
+fn waited(took: Duration, want: Duration, pass: &jobrun::model::PassRecord) {
+    assert!(
+        (want..want + Duration::from_millis(1500)).contains(&took),
+        "the pass took {took:?}, its wait should be {want:?}"
+    );
+    assert!(
+        pass.waited_ms.unwrap_or(0) < 1000 && pass.duration_ms < 1000,
+        "the wait counted in the pass: {pass:?}"
+    );
+}
+
+fn jitter_is_drawn_in_its_range_from_the_seed(env: &TestEnv) {
+    // The draws these seeds give for job j (policy::delay pins the
+    // arithmetic): a long one and a short one within 3 s.
+    let (took, pass) = delayed_pass(env, &["--jitter", "3s"], &[("JOBRUN_JITTER_SEED", "a")]);
+    waited(took, Duration::from_millis(2222), &pass);
+    let (took, pass) = delayed_pass(
+        env,
+        &[],
+        &[("JOBRUN_JITTER", "3s"), ("JOBRUN_JITTER_SEED", "d")],
+    );
+    waited(took, Duration::from_millis(789), &pass);
+    // Without a seed, a fresh draw each pass, always within the range.
+    for _ in 0..2 {
+        let (took, _) = delayed_pass(env, &["--jitter", "1s"], &[]);
+        assert!(took < Duration::from_millis(2500), "{took:?}");
+    }
+    assert_eq!(env.history("j").len(), 4);
+}
+
+fn spread_is_stable_per_host_and_job(env: &TestEnv) {
+    // web1's place in a 3 s spread of job j, twice; web3's is early.
+    for _ in 0..2 {
+        let (took, pass) = delayed_pass(env, &["--spread", "3s"], &[("JOBRUN_HOST", "web1")]);
+        waited(took, Duration::from_millis(2944), &pass);
+        assert_eq!(pass.host, "web1");
+    }
+    let (took, pass) = delayed_pass(
+        env,
+        &[],
+        &[("JOBRUN_SPREAD", "3s"), ("JOBRUN_HOST", "web3")],
+    );
+    waited(took, Duration::from_millis(167), &pass);
+}
+
+/// Whether `pid` has a handler for TERM (its SigCgt mask): jobrun installs
+/// its handlers first, so from then on a TERM is its to act on.
+fn catches_term(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+}
+
+fn term_during_the_wait_ends_the_pass_at_once(env: &TestEnv) {
+    exits(env, 0, &["run", "other", "--", "true"]);
+    // Seed a: some 44 minutes of a one-hour jitter.
+    let pid = env.start_with(
+        "w",
+        &["run", "--jitter", "1h", "j", "--", "touch", "ran"],
+        &[("JOBRUN_JITTER_SEED", "a")],
+    );
+    assert!(
+        wait_until(secs(10), || catches_term(pid)),
+        "{}",
+        env.stderr_of("w")
+    );
+    // Waiting: alive, and nothing held or even known to the store.
+    assert!(env.find_job("j").is_none());
+    assert!(alive(pid as i32));
+    let sent = Instant::now();
+    kill(pid as i32, libc::SIGTERM);
+    assert_eq!(
+        env.wait_exit(pid, secs(10)),
+        Some(143),
+        "{}",
+        env.stderr_of("w")
+    );
+    assert!(sent.elapsed() < secs(2), "{:?}", sent.elapsed());
+    let err = env.stderr_of("w");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("j: stopped by signal 15 before trying for a slot"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was taken"), "{err}");
+    assert!(!env.path("ran").exists());
+    // Nothing recorded as run: the store never heard of the pass.
+    assert!(env.find_job("j").is_none());
+}
+
+both_stores!(
+    jitter_is_drawn_in_its_range_from_the_seed,
+    spread_is_stable_per_host_and_job,
+    term_during_the_wait_ends_the_pass_at_once,
+    timeout_ends_the_whole_group_and_exits_124,
+    timeout_is_124_however_the_command_then_ends,
+    a_wait_that_ran_out_is_wait_expired,
+    stored_timed_out_rows_are_migrated,
+);
