@@ -348,7 +348,7 @@ _jobrun() {
                     return 0
                     ;;
                 --outcome)
-                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced wait-expired timeout abandoned" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced wait-expired timeout done abandoned" -- "${cur}"))
                     return 0
                     ;;
                 --db)
@@ -423,7 +423,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --keep-history --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -483,6 +483,18 @@ _jobrun() {
                     ;;
                 --containers)
                     COMPREPLY=($(compgen -W "docker podman" -- "${cur}"))
+                    return 0
+                    ;;
+                --once-per)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window-attempts)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --keep-history)

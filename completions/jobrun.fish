@@ -52,6 +52,9 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s w -l wait -d 'Queu
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesced-exit-code -d 'Exit code of a pass that coalesced into a queued one' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l containers -d 'The command hands its work to this container engine: the pass gets JOBRUN_LABEL to label its containers with, and whoever judges or stops the pass asks the engine about that label. The pass lives while its processes or its containers run' -r -f -a "docker\t'Docker (and docker compose): asks `docker` from the judge\'s PATH'
 podman\t'Podman: asks `podman` from the judge\'s PATH'"
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l once-per -d 'Run the job once per window of DURATION (whole seconds), windows aligned to the Unix epoch on the store\'s clock (the server\'s on PostgreSQL, never a host\'s): the first pass of a window claims it with its slot; later passes in a window done skip as `done`, on every host. The command gets the window\'s start in JOBRUN_WINDOW' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l window -d 'Run the job once per window KEY (validated like a job name), e.g. --window "$(date +\\%F)" for a calendar day in local time: as --once-per, with the window the operator names. The command gets KEY in JOBRUN_WINDOW' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l window-attempts -d 'Claims a window allows when its claimers did not end ok (failed, killed, abandoned...): any host may claim it again until then; after that the window is given up' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r
@@ -100,6 +103,7 @@ stopped\t''
 coalesced\t''
 wait-expired\t''
 timeout\t''
+done\t''
 abandoned\t''"
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused' -r

@@ -300,6 +300,33 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_CONTAINERS", value_enum, value_name = "ENGINE")]
     pub containers: Option<ContainersArg>,
 
+    /// Run the job once per window of DURATION (whole seconds), windows
+    /// aligned to the Unix epoch on the store's clock (the server's on
+    /// PostgreSQL, never a host's): the first pass of a window claims it
+    /// with its slot; later passes in a window done skip as `done`, on
+    /// every host. The command gets the window's start in JOBRUN_WINDOW.
+    #[arg(
+        long,
+        env = "JOBRUN_ONCE_PER",
+        value_name = "DURATION",
+        conflicts_with = "window"
+    )]
+    pub once_per: Option<String>,
+
+    /// Run the job once per window KEY (validated like a job name), e.g.
+    /// --window "$(date +\%F)" for a calendar day in local time: as
+    /// --once-per, with the window the operator names. The command gets
+    /// KEY in JOBRUN_WINDOW.
+    #[arg(long, env = "JOBRUN_WINDOW_KEY", value_name = "KEY")]
+    pub window: Option<String>,
+
+    /// Claims a window allows when its claimers did not end ok (failed,
+    /// killed, abandoned...): any host may claim it again until then;
+    /// after that the window is given up.
+    #[arg(long, env = "JOBRUN_WINDOW_ATTEMPTS", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
+    pub window_attempts: u32,
+
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]

@@ -14,6 +14,7 @@ use crate::cli::RunArgs;
 use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::pause::PauseScope;
+use crate::policy::window::{WindowAsk, WindowSpec};
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
 
@@ -321,6 +322,8 @@ pub struct RunSettings {
     pub keep_history: u32,
     /// The container engine the command hands its work to.
     pub containers: Option<Engine>,
+    /// `--once-per` or `--window`, with `--window-attempts`.
+    pub window: Option<WindowAsk>,
 }
 
 impl RunSettings {
@@ -348,6 +351,26 @@ impl RunSettings {
         };
         let jitter = delay("--jitter/JOBRUN_JITTER", &a.jitter)?;
         let spread = delay("--spread/JOBRUN_SPREAD", &a.spread)?;
+        let window = window_ask(a)?;
+        if let Some(w) = &window {
+            let flag = match w.spec {
+                WindowSpec::Every(_) => "--once-per",
+                WindowSpec::Key(_) => "--window",
+            };
+            if a.slots > 1 {
+                bail!(
+                    "{flag} runs one pass per window: it cannot be given --slots {} (two passes \
+                     of one window would run at once)",
+                    a.slots
+                );
+            }
+            if a.coalesce {
+                bail!(
+                    "{flag} cannot be given --coalesce: a pass joined into another would end \
+                     with that pass's window, not its own"
+                );
+            }
+        }
         if lease < MIN_LEASE {
             bail!(
                 "--lease {} is too short: the lease is renewed every third of it (at least every \
@@ -374,7 +397,10 @@ impl RunSettings {
             timeout,
             jitter,
             spread,
+            // A windowed pass that lost its lease is stopped before anyone
+            // can claim its window again.
             on_lost: match a.on_lost {
+                _ if window.is_some() => OnLost::Term,
                 crate::cli::OnLostArg::Continue => OnLost::Continue,
                 crate::cli::OnLostArg::Term => OnLost::Term,
             },
@@ -389,8 +415,46 @@ impl RunSettings {
                 crate::cli::ContainersArg::Docker => Engine::Docker,
                 crate::cli::ContainersArg::Podman => Engine::Podman,
             }),
+            window,
         })
     }
+}
+
+/// `--once-per D` or `--window KEY` (clap refuses both), with
+/// `--window-attempts`.
+fn window_ask(a: &RunArgs) -> Result<Option<WindowAsk>> {
+    let spec = match (&a.once_per, &a.window) {
+        (Some(d), _) => {
+            let every = duration("--once-per/JOBRUN_ONCE_PER", d)?;
+            let Some(spec) = WindowSpec::every(every) else {
+                bail!(
+                    "invalid --once-per/JOBRUN_ONCE_PER '{}': windows are whole seconds, at \
+                     least 1s, e.g. 5m or 1h",
+                    d.trim()
+                );
+            };
+            spec
+        }
+        (None, Some(key)) => WindowSpec::Key(window_key(key)?),
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(WindowAsk {
+        spec,
+        attempts: a.window_attempts,
+    }))
+}
+
+/// A `--window` key: the rules of a job name.
+pub fn window_key(key: &str) -> Result<String> {
+    job_name(key).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid --window/JOBRUN_WINDOW_KEY: {}",
+            e.to_string()
+                .replace("invalid job name", "the key")
+                .replace("a job name", "a window key")
+                .replace("e.g. feeds.poll", "e.g. 2026-12-01")
+        )
+    })
 }
 
 #[cfg(test)]

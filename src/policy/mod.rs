@@ -14,6 +14,7 @@ pub mod lease;
 pub mod outcome;
 pub mod pause;
 pub mod slots;
+pub mod window;
 
 use serde::{Deserialize, Serialize};
 

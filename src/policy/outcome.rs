@@ -19,11 +19,12 @@ pub enum Outcome {
     Coalesced,
     WaitExpired,
     Timeout,
+    Done,
     Abandoned,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Ok,
         Outcome::Failed,
         Outcome::Skipped,
@@ -34,6 +35,7 @@ impl Outcome {
         Outcome::Coalesced,
         Outcome::WaitExpired,
         Outcome::Timeout,
+        Outcome::Done,
         Outcome::Abandoned,
     ];
 
@@ -101,6 +103,10 @@ impl Outcome {
                  --kill-after, and the pass exited 124 (as timeout(1)) whatever the command \
                  did then."
             }
+            Outcome::Done => {
+                "A windowed pass (--once-per, --window) found its window done: a pass of the \
+                 job had ended ok in it, on this host or another; the command did not run."
+            }
             Outcome::Abandoned => {
                 "The pass died without ending itself (its wrapper was killed without \
                  unwinding, its machine rebooted), or was evicted: whoever freed its slot, or \
@@ -123,6 +129,7 @@ impl Outcome {
             Outcome::Coalesced => "coalesced",
             Outcome::WaitExpired => "wait-expired",
             Outcome::Timeout => "timeout",
+            Outcome::Done => "done",
             Outcome::Abandoned => "abandoned",
         }
     }
@@ -139,6 +146,7 @@ impl Outcome {
             "coalesced" => Outcome::Coalesced,
             "wait-expired" | Outcome::WAIT_EXPIRED_BEFORE => Outcome::WaitExpired,
             "timeout" => Outcome::Timeout,
+            "done" => Outcome::Done,
             "abandoned" => Outcome::Abandoned,
             _ => return None,
         })
@@ -223,6 +231,11 @@ pub struct PassRecord {
     /// someone other than the pass did (`abandoned`, or a holder evicted
     /// while it lived that later recorded how it really ended).
     pub freed: Option<Freed>,
+    /// The window of a windowed pass (`--once-per`: its start in Unix
+    /// seconds; `--window`: its key): the one it claimed, or found done or
+    /// given up.
+    #[serde(default)]
+    pub window: Option<String>,
 }
 
 /// Someone other than a pass freed it.
@@ -277,6 +290,7 @@ impl PassRecord {
                 by: by.into(),
                 evidence: evidence.map(str::to_string),
             }),
+            window: None,
         }
     }
 
@@ -309,6 +323,7 @@ impl PassRecord {
                 by: by.into(),
                 evidence: None,
             }),
+            window: None,
         }
     }
 }

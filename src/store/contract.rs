@@ -143,6 +143,7 @@ fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
         lease: LEASE,
         max_hold: Duration::from_secs(60),
         containers: None,
+        window: None,
     }
 }
 
@@ -187,6 +188,7 @@ fn record(job: &str, outcome: Outcome) -> PassRecord {
         signal: None,
         outcome,
         freed: None,
+        window: None,
     }
 }
 

@@ -153,7 +153,7 @@ pub const SETTING_VARIABLES: [(&str, &str); 4] = [
 ];
 
 /// The variables jobrun gives the command.
-pub const COMMAND_VARIABLES: [(&str, &str); 5] = [
+pub const COMMAND_VARIABLES: [(&str, &str); 6] = [
     (crate::spawn::JOB_ENV, "The job's name."),
     (
         crate::spawn::TOKEN_ENV,
@@ -175,6 +175,12 @@ pub const COMMAND_VARIABLES: [(&str, &str); 5] = [
         "With `--containers` only: `jobrun.pass=` and the pass's id, the label its \
          containers must carry (`--label \"$JOBRUN_LABEL\"`); whoever judges or stops the \
          pass asks the engine about that label.",
+    ),
+    (
+        crate::cmd::run::WINDOW_ENV,
+        "With `--once-per` or `--window` only: the window the pass claimed: its start in Unix \
+         seconds on the store's clock for `--once-per`, the key for `--window`. The command \
+         can fence its writes with it.",
     ),
 ];
 

@@ -41,6 +41,7 @@ use crate::cmd::{evidence, open_to_write};
 use crate::evidence::Evidence;
 use crate::files::{remove_stale_lock, HolderLock};
 use crate::policy::lease::{Eviction, Holder, LeaseKey};
+use crate::policy::window::{WindowRow, WindowSpec};
 use crate::process::this_process;
 use crate::report::{escape, utc_ms};
 use crate::say;
@@ -48,6 +49,9 @@ use crate::settings::{RunSettings, StoreChoice};
 use crate::spawn::HeldChild;
 use crate::store::{Acquire, AcquireRequest, Attempt, PauseInfo, StoreHandle, StorePin};
 use crate::supervise::{self, Event};
+
+/// The window a windowed pass runs in, as its command gets it.
+pub const WINDOW_ENV: &str = "JOBRUN_WINDOW";
 
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
@@ -110,6 +114,9 @@ struct Ctx {
     pin: Arc<StorePin>,
     /// Holders already warned about (slot, token): alive past their lease.
     warned: HashSet<(u32, i64)>,
+    /// The window this pass claimed with its slot, or found done or given
+    /// up: history records it.
+    window: Option<String>,
 }
 
 /// A pass whose command is forked and held before exec, not yet on record.
@@ -195,7 +202,18 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
             env.push((crate::engine::LABEL_ENV, label));
         }
     }
-    let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
+    // The window: an operator's key is known now; a --once-per window's
+    // start is the store's to say, in the transaction that claims it.
+    let numbered = match settings.window.as_ref().map(|w| &w.spec) {
+        Some(WindowSpec::Key(key)) => {
+            env.push((WINDOW_ENV, key.clone()));
+            None
+        }
+        Some(WindowSpec::Every(_)) => Some(WINDOW_ENV),
+        None => None,
+    };
+    let held = HeldChild::fork_numbered(&settings.argv, &env, numbered)
+        .map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),
@@ -216,6 +234,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         lease: settings.lease,
         max_hold: settings.max_hold,
         containers: settings.containers,
+        window: settings.window.clone(),
     };
     let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),
@@ -229,6 +248,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         evidence,
         pin,
         warned: HashSet::new(),
+        window: None,
     };
     let code = match (Prepared { ctx, held }).take() {
         Ok(Taken::Holding(h)) => h.run(),
@@ -286,6 +306,23 @@ fn delay_before_pass(settings: &RunSettings, events: &Receiver<Event>) -> Option
 impl Ctx {
     fn label(&self) -> String {
         self.settings.job.clone()
+    }
+}
+
+/// A windowed pass that found its window done (or, `given_up`, out of
+/// attempts): the line naming who did it, as text from the store escaped.
+fn window_line(row: &WindowRow, given_up: bool) -> String {
+    let (key, pass, host) = (escape(&row.key), escape(&row.pass_id), escape(&row.host));
+    let at = row.ended_ms.map_or_else(|| "?".to_string(), utc_ms);
+    if given_up {
+        let outcome = escape(row.outcome.as_deref().unwrap_or("no recorded end"));
+        format!(
+            "window {key} given up after {} attempts (the last: pass {pass} on {host}, \
+             {outcome} at {at})",
+            row.attempts
+        )
+    } else {
+        format!("window {key} done: pass {pass} on {host} ended ok at {at}")
     }
 }
 

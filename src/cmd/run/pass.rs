@@ -14,6 +14,7 @@ use crate::exit;
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Ending, Outcome, PassRecord};
+use crate::policy::window::WindowRow;
 use crate::policy::Liveness;
 use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
@@ -43,6 +44,14 @@ impl Prepared {
         }
         match got {
             Acquire::Acquired(key) => Ok(Taken::Holding(Holding { ctx, held, key })),
+            Acquire::WindowDone(row) => {
+                drop(held);
+                ctx.window_skip(&row, false).map(Taken::Done)
+            }
+            Acquire::WindowGivenUp(row) => {
+                drop(held);
+                ctx.window_skip(&row, true).map(Taken::Done)
+            }
             _ if ctx.settings.wait.is_some() => ctx.enqueue(held),
             Acquire::Paused(p) => {
                 drop(held);
@@ -67,7 +76,30 @@ impl Ctx {
         let req = &self.req;
         let attempt = self.store.while_busy(|s| s.acquire(req, &evict))?;
         report_evictions(plan, &attempt, &self.evidence);
+        if let Some(c) = &attempt.claimed {
+            self.window = Some(c.key.clone());
+        }
         Ok(attempt.result)
+    }
+
+    /// The window was done (or given up): one line naming who did it, the
+    /// pass recorded as `done` (or `skipped`), the conflict code.
+    pub(super) fn window_skip(&mut self, row: &WindowRow, given_up: bool) -> Result<i32> {
+        if !self.settings.quiet {
+            say!(
+                "{}: {}; skipping",
+                self.label(),
+                super::window_line(row, given_up)
+            );
+        }
+        self.window = Some(row.key.clone());
+        let outcome = if given_up {
+            Outcome::Skipped
+        } else {
+            Outcome::Done
+        };
+        self.record_not_run(outcome)?;
+        Ok(self.settings.conflict_exit_code)
     }
 
     /// Judge every holder of the job and plan what the rules free, with the
@@ -217,6 +249,7 @@ impl Ctx {
             signal,
             outcome,
             freed: None,
+            window: self.window.clone(),
         }
     }
 
@@ -332,7 +365,9 @@ impl Holding {
         // On record with the slot: let it exec, with its fencing token.
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
-        let mut child = held.release(key.token, key.slot);
+        // A --once-per window's start, for JOBRUN_WINDOW (its key).
+        let window_start = ctx.window.as_deref().and_then(|k| k.parse::<u64>().ok());
+        let mut child = held.release_numbered(key.token, key.slot, window_start.unwrap_or(0));
         ctx.child_started = Some(Instant::now());
         let watched = supervise::watch_exit(child.id(), ctx.sender.clone())
             .context("cannot watch the child")

@@ -14,6 +14,7 @@ use crate::policy::lease::{decide_waiter, Eviction, WaiterDecision};
 use crate::policy::outcome::Outcome;
 use crate::policy::pause;
 use crate::policy::slots::{Occupancy, Turn};
+use crate::policy::window::WindowRow;
 use crate::report::{escape, human_ms};
 use crate::say;
 use crate::spawn::HeldChild;
@@ -36,6 +37,9 @@ impl Ctx {
         // keeps the waiter's place), not here: a stop must not wait on it.
         let attempt = self.store.get()?.promote(id, &self.req, &evict)?;
         report_evictions(plan, &attempt, &self.evidence);
+        if let Some(c) = &attempt.claimed {
+            self.window = Some(c.key.clone());
+        }
         Ok(attempt.result)
     }
 
@@ -63,6 +67,14 @@ impl Ctx {
             })),
         }
     }
+}
+
+/// How a wait ended without a slot.
+enum Ending {
+    /// It gave up (why, and its outcome).
+    GaveUp(&'static str, Outcome),
+    /// Its window was done (false) or given up (true) when its turn came.
+    Window(WindowRow, bool),
 }
 
 impl Queued {
@@ -115,7 +127,7 @@ impl Queued {
             match this.queue_step(id) {
                 Ok(Acquire::Acquired(key)) => break Ok(key),
                 Ok(Acquire::Gone) => {
-                    break Err((
+                    break Err(Ending::GaveUp(
                         "its queue row was removed (cleared as a ghost)",
                         Outcome::Skipped,
                     ))
@@ -131,6 +143,10 @@ impl Queued {
                     paused = false;
                 }
                 Ok(Acquire::Full) => {}
+                // Its turn came and its window was done meanwhile (or
+                // given up): it ends as a pass that found it so.
+                Ok(Acquire::WindowDone(row)) => break Err(Ending::Window(row, false)),
+                Ok(Acquire::WindowGivenUp(row)) => break Err(Ending::Window(row, true)),
                 // A store that is busy or unreachable for a moment costs
                 // this waiter polls, not its place: it keeps waiting (its
                 // renewer keeps the row) and tries a fresh connection.
@@ -161,7 +177,7 @@ impl Queued {
                 } else {
                     "timed out"
                 };
-                break Err((why, Outcome::WaitExpired));
+                break Err(Ending::GaveUp(why, Outcome::WaitExpired));
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
             if listener.is_some() && poll >= Duration::from_secs(1) {
@@ -176,7 +192,9 @@ impl Queued {
                     this.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::of_signal(s));
                 }
-                Ok(Event::LeaseLost) => break Err(("its queue row was lost", Outcome::Skipped)),
+                Ok(Event::LeaseLost) => {
+                    break Err(Ending::GaveUp("its queue row was lost", Outcome::Skipped))
+                }
                 // A release on this machine: look again at once.
                 Ok(_) => poll = Duration::from_millis(20),
                 Err(RecvTimeoutError::Timeout) => {
@@ -201,7 +219,12 @@ impl Queued {
                 }
                 .run()
             }
-            Err((why, outcome)) => {
+            Err(Ending::Window(row, given_up)) => {
+                drop(held);
+                let _ = this.store.with_retries(|store| store.depart(id));
+                this.window_skip(&row, given_up)
+            }
+            Err(Ending::GaveUp(why, outcome)) => {
                 drop(held);
                 let _ = this.store.with_retries(|store| store.depart(id));
                 if !this.settings.quiet {
