@@ -311,6 +311,379 @@ fn term_during_the_wait_ends_the_pass_at_once(env: &TestEnv) {
     assert!(env.find_job("j").is_none());
 }
 
+/// The identity of host `webN` of a fleet, through the evidence seam.
+fn web(n: usize) -> [(String, String); 2] {
+    [
+        ("JOBRUN_HOST".into(), format!("web{n}")),
+        ("JOBRUN_BOOT_ID".into(), format!("web{n}-boot")),
+    ]
+}
+
+/// A windowed pass on host `webN`, with what it must do.
+fn on_web<'a>(env: &'a TestEnv, n: usize, args: &[&str]) -> Jobrun<'a> {
+    Jobrun::new(env).arg("run").args(args).envs(web(n))
+}
+
+fn window_of(env: &TestEnv, job: &str) -> jobrun::model::WindowStatus {
+    env.job(job).window.expect("status shows the job's window")
+}
+
+fn a_failed_claimer_is_taken_over_then_the_window_is_done(env: &TestEnv) {
+    on_web(env, 1, &["--window", "w1", "j", "--", "sh", "-c", "exit 3"])
+        .code(3)
+        .run();
+    let ran = on_web(
+        env,
+        2,
+        &[
+            "--window",
+            "w1",
+            "j",
+            "--",
+            "sh",
+            "-c",
+            "echo $JOBRUN_WINDOW",
+        ],
+    )
+    .run();
+    assert_eq!(ran.stdout, "w1\n");
+    let ok = env.history("j").remove(0);
+    assert_eq!((ok.outcome.as_str(), ok.host.as_str()), ("ok", "web2"));
+    // Every later pass, on any host, skips naming the pass that did it.
+    let line = format!(
+        "j: window w1 done: pass {} on web2 ended ok at ",
+        ok.pass_id
+    );
+    on_web(env, 3, &["--window", "w1", "j", "--", "touch", "ran"])
+        .stderr_lines(1)
+        .stderr_contains(&line)
+        .run();
+    on_web(
+        env,
+        1,
+        &["-E", "3", "--window", "w1", "j", "--", "touch", "ran"],
+    )
+    .code(3)
+    .stderr_contains(&line)
+    .run();
+    on_web(env, 1, &["-q", "--window", "w1", "j", "--", "touch", "ran"]).run();
+    assert!(!env.path("ran").exists());
+    let h = env.history("j");
+    let seen: Vec<_> = h
+        .iter()
+        .map(|p| (p.outcome.as_str(), p.window.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("done", Some("w1")),
+            ("done", Some("w1")),
+            ("done", Some("w1")),
+            ("ok", Some("w1")),
+            ("failed", Some("w1"))
+        ]
+    );
+    let w = window_of(env, "j");
+    assert_eq!(
+        (
+            w.key.as_str(),
+            w.state.as_str(),
+            w.attempts,
+            w.host.as_str()
+        ),
+        ("w1", "done", 2, "web2")
+    );
+    // A window whose claims all failed is given up after --window-attempts.
+    for n in [1, 2] {
+        on_web(
+            env,
+            n,
+            &[
+                "--window",
+                "w2",
+                "--window-attempts",
+                "2",
+                "j",
+                "--",
+                "false",
+            ],
+        )
+        .code(1)
+        .run();
+    }
+    on_web(
+        env,
+        3,
+        &[
+            "--window",
+            "w2",
+            "--window-attempts",
+            "2",
+            "j",
+            "--",
+            "touch",
+            "ran",
+        ],
+    )
+    .stderr_lines(1)
+    .stderr_contains("j: window w2 given up after 2 attempts (the last: pass ")
+    .stderr_contains(" on web2, failed at ")
+    .run();
+    assert!(!env.path("ran").exists());
+    assert_eq!(env.history("j")[0].outcome.as_str(), "skipped");
+    let w = window_of(env, "j");
+    assert_eq!(
+        (w.key.as_str(), w.state.as_str(), w.attempts),
+        ("w2", "given-up", 2)
+    );
+    Jobrun::new(env)
+        .args(["status", "j"])
+        .stdout_contains("window w2: given up, failed by pass ")
+        .stdout_contains("(attempt 2 of 2)")
+        .run();
+}
+
+/// A claimer killed without unwinding (its host gone) is taken over in
+/// the same window by another host once its lease lapsed; that pass
+/// queued meanwhile (`--wait`) and claims the window as it is promoted.
+fn a_killed_claimer_is_taken_over_in_the_same_window(env: &TestEnv) {
+    let child = script(
+        env,
+        "claimer.sh",
+        "echo $$ > claimer.pid\n\
+         touch claimer.ready\n\
+         while :; do sleep 0.1; done",
+    );
+    let ids = web(1);
+    let ids: Vec<(&str, &str)> = ids.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let pid = env.start_with(
+        "claimer",
+        &["run", "--window", "w", "--lease", "3s", "j", "--", &child],
+        &ids,
+    );
+    assert!(env.wait_for_file("claimer.ready", secs(10)));
+    let child = env.pid_in("claimer.pid");
+    kill(pid as i32, libc::SIGKILL);
+    kill(-child, libc::SIGKILL);
+    assert!(env.wait_exit(pid, secs(10)).is_some());
+    assert!(wait_until(secs(5), || !alive(child)));
+    assert_eq!(window_of(env, "j").state.as_str(), "claimed");
+    let ran = on_web(
+        env,
+        2,
+        &[
+            "--window",
+            "w",
+            "--wait",
+            "30s",
+            "j",
+            "--",
+            "sh",
+            "-c",
+            "echo $JOBRUN_WINDOW",
+        ],
+    )
+    .stderr_lines(2)
+    .stderr_contains("j: freed slot 0")
+    .stderr_contains("(unknown: other host web1)")
+    .stderr_contains("j: took slot 0 with new token")
+    .run();
+    assert_eq!(ran.stdout, "w\n");
+    let h = env.history("j");
+    let seen: Vec<_> = h
+        .iter()
+        .map(|p| (p.outcome.as_str(), p.host.as_str(), p.window.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("ok", "web2", Some("w")), ("abandoned", "web1", Some("w"))]
+    );
+    let w = window_of(env, "j");
+    assert_eq!(
+        (w.state.as_str(), w.attempts, w.host.as_str()),
+        ("done", 2, "web2")
+    );
+}
+
+/// A waiter whose turn comes once its window is done ends as `done`.
+fn a_waiter_promoted_into_a_done_window_ends_done(env: &TestEnv) {
+    let child = crate::support::held_child(env, "h", "");
+    let ids = web(1);
+    let ids: Vec<(&str, &str)> = ids.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let holder = env.start_with("h", &["run", "--window", "w", "j", "--", &child], &ids);
+    assert!(env.wait_for_file("h.ready", secs(10)));
+    let ids = web(2);
+    let ids: Vec<(&str, &str)> = ids.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let waiter = env.start_with(
+        "w",
+        &[
+            "run", "--window", "w", "--wait", "30s", "j", "--", "touch", "ran",
+        ],
+        &ids,
+    );
+    assert!(
+        wait_until(secs(10), || env.job("j").queue.length == 1),
+        "{}",
+        env.stderr_of("w")
+    );
+    std::fs::write(env.path("h.done"), "").unwrap();
+    assert_eq!(env.wait_exit(holder, secs(10)), Some(0));
+    assert_eq!(env.wait_exit(waiter, secs(30)), Some(0));
+    let err = env.stderr_of("w");
+    assert!(err.contains("j: window w done: pass "), "{err}");
+    assert!(err.contains(" on web1 ended ok at "), "{err}");
+    assert!(!env.path("ran").exists());
+    let seen: Vec<_> = env
+        .history("j")
+        .iter()
+        .map(|p| (p.outcome.as_str(), p.host.clone()))
+        .collect();
+    assert_eq!(seen, [("done", "web2".into()), ("ok", "web1".into())]);
+    assert_eq!(env.job("j").queue.length, 0);
+}
+
+fn windowed_passes_refuse_what_would_run_a_window_twice(env: &TestEnv) {
+    exits(env, 0, &["run", "other", "--", "true"]);
+    for (args, says) in [
+        (
+            &["--once-per", "1h", "--slots", "2"][..],
+            "--once-per runs one pass per window: it cannot be given --slots 2",
+        ),
+        (
+            &["--window", "w", "--coalesce"][..],
+            "--window cannot be given --coalesce",
+        ),
+        (
+            &["--once-per", "1500ms"][..],
+            "invalid --once-per/JOBRUN_ONCE_PER '1500ms': windows are whole seconds",
+        ),
+        (
+            &["--window", " w"][..],
+            "invalid --window/JOBRUN_WINDOW_KEY: the key \" w\": it starts or ends with whitespace",
+        ),
+    ] {
+        Jobrun::new(env)
+            .arg("run")
+            .args(args)
+            .args(["j", "--", "true"])
+            .refused()
+            .stderr_contains(says)
+            .run();
+    }
+    Jobrun::new(env)
+        .args(["run", "j", "--", "true"])
+        .env("JOBRUN_WINDOW_KEY", "a\u{202e}b")
+        .refused()
+        .stderr_contains("invalid --window/JOBRUN_WINDOW_KEY")
+        .run();
+    // Nothing reached the store.
+    assert!(env.find_job("j").is_none());
+}
+
+/// Three hosts fire the same crontab line (`--once-per 1s`) about three
+/// times a window, for seven windows: exactly one pass ran each window,
+/// and every window saw one.
+fn three_hosts_run_a_job_once_per_window(env: &TestEnv) {
+    let cmd = script(
+        env,
+        "work.sh",
+        "echo \"$JOBRUN_WINDOW $JOBRUN_PASS\" >> runs\nsleep 0.1",
+    );
+    let t0 = Instant::now();
+    let tick = Duration::from_millis(350);
+    let mut round = 0u32;
+    while t0.elapsed() < secs(7) {
+        // The schedule: each host's cron fires at this tick.
+        let at = t0 + tick * round;
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        let pids: Vec<u32> = (1..=3)
+            .map(|n| {
+                let ids = web(n);
+                let ids: Vec<(&str, &str)> =
+                    ids.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                env.start_with(
+                    &format!("r{round}-{n}"),
+                    &["run", "--once-per", "1s", "j", "--", &cmd],
+                    &ids,
+                )
+            })
+            .collect();
+        for (n, pid) in pids.into_iter().enumerate() {
+            assert_eq!(
+                env.wait_exit(pid, secs(30)),
+                Some(0),
+                "{}",
+                env.stderr_of(&format!("r{round}-{}", n + 1))
+            );
+        }
+        round += 1;
+    }
+    let h = env.history("j");
+    let mut ok: Vec<(&str, &str)> = h
+        .iter()
+        .filter(|p| p.outcome.as_str() == "ok")
+        .map(|p| (p.window.as_deref().unwrap(), p.pass_id.as_str()))
+        .collect();
+    ok.sort();
+    let windows: std::collections::BTreeSet<&str> = ok.iter().map(|(w, _)| *w).collect();
+    assert_eq!(windows.len(), ok.len(), "a window ran twice: {ok:?}");
+    assert!(
+        windows.len() >= 6,
+        "only {} windows ran: {ok:?}",
+        windows.len()
+    );
+    // Every window a pass found (claimed, done) ran once.
+    for p in &h {
+        if let Some(w) = p.window.as_deref() {
+            assert!(windows.contains(w), "window {w} never ran: {p:?}");
+        }
+    }
+    assert!(h.iter().any(|p| p.outcome.as_str() == "done"));
+    // The commands saw their window, and nothing else ran.
+    let runs = std::fs::read_to_string(env.path("runs")).unwrap();
+    let mut seen: Vec<(&str, &str)> = runs.lines().map(|l| l.split_once(' ').unwrap()).collect();
+    seen.sort();
+    assert_eq!(seen, ok);
+}
+
+/// Hosts whose clocks disagree by hours agree on the window: it is the
+/// store's clock that says which window it is.
+fn skewed_hosts_agree_on_the_window(env: &TestEnv) {
+    let now = now_ms() / 1000;
+    let ran = Jobrun::new(env)
+        .args([
+            "run",
+            "--once-per",
+            "1h",
+            "j",
+            "--",
+            "sh",
+            "-c",
+            "echo $JOBRUN_WINDOW",
+        ])
+        .envs(web(1))
+        .env("JOBRUN_CLOCK_SKEW", "2h")
+        .run();
+    let start: i64 = ran.stdout.trim().parse().unwrap();
+    assert_eq!(start % 3600, 0);
+    assert!(
+        (now - 3600..=now + 60).contains(&start),
+        "window {start} is not the store's hour (now {now})"
+    );
+    let ok = env.history("j").remove(0);
+    Jobrun::new(env)
+        .args(["run", "--once-per", "1h", "j", "--", "touch", "ran"])
+        .envs(web(2))
+        .env("JOBRUN_CLOCK_SKEW", "-3h")
+        .stderr_lines(1)
+        .stderr_contains(format!(
+            "j: window {start} done: pass {} on web1",
+            ok.pass_id
+        ))
+        .run();
+    assert!(!env.path("ran").exists());
+}
+
 both_stores!(
     jitter_is_drawn_in_its_range_from_the_seed,
     spread_is_stable_per_host_and_job,
@@ -319,4 +692,18 @@ both_stores!(
     timeout_is_124_however_the_command_then_ends,
     a_wait_that_ran_out_is_wait_expired,
     stored_timed_out_rows_are_migrated,
+    a_failed_claimer_is_taken_over_then_the_window_is_done,
+    a_killed_claimer_is_taken_over_in_the_same_window,
+    a_waiter_promoted_into_a_done_window_ends_done,
+    windowed_passes_refuse_what_would_run_a_window_twice,
+    three_hosts_run_a_job_once_per_window,
 );
+
+mod postgres_only {
+    #[test]
+    fn skewed_hosts_agree_on_the_window() {
+        if let Some(env) = crate::support::TestEnv::postgres() {
+            super::skewed_hosts_agree_on_the_window(&env)
+        }
+    }
+}
