@@ -697,6 +697,7 @@ both_stores!(
     a_waiter_promoted_into_a_done_window_ends_done,
     windowed_passes_refuse_what_would_run_a_window_twice,
     three_hosts_run_a_job_once_per_window,
+    a_windowed_pass_that_lost_its_lease_is_stopped,
 );
 
 mod postgres_only {
@@ -706,4 +707,37 @@ mod postgres_only {
             super::skewed_hosts_agree_on_the_window(&env)
         }
     }
+}
+
+/// A windowed pass always runs with `--on-lost term`: one that lost its
+/// lease is stopped before anyone can claim its window again.
+fn a_windowed_pass_that_lost_its_lease_is_stopped(env: &TestEnv) {
+    let child = script(
+        env,
+        "child.sh",
+        "trap 'touch got-TERM; exit 0' TERM\n\
+         touch ready\n\
+         while :; do sleep 0.1; done",
+    );
+    let pid = env.start(
+        "w",
+        &["run", "--lease", "3s", "--window", "w", "j", "--", &child],
+    );
+    assert!(env.wait_for_file("ready", secs(10)));
+    Jobrun::new(env)
+        .args(["clear-locks", "--force", "j"])
+        .stdout_contains("cleared 1")
+        .stderr_lines(1)
+        .stderr_contains("cleared by --force over a live holder")
+        .run();
+    assert!(
+        env.wait_for_file("got-TERM", secs(5)),
+        "{}",
+        env.stderr_of("w")
+    );
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(0));
+    assert!(env.stderr_of("w").contains("--on-lost term"));
+    assert_eq!(env.history("j")[0].outcome.as_str(), "lost-lease");
+    // Its window may be claimed again.
+    assert_eq!(window_of(env, "j").state.as_str(), "failed");
 }
