@@ -208,7 +208,8 @@ pub struct RunArgs {
     pub lease: String,
 
     /// Backstop for a pass that is alive but hung: past it renewals stop and
-    /// the lease lapses (at least the lease).
+    /// the lease lapses (at least the lease). The command runs on: to end
+    /// a pass that takes too long, use --timeout.
     #[arg(
         long,
         env = "JOBRUN_MAX_HOLD",

@@ -122,6 +122,22 @@ JOBRUN_DB=/var/lib/jobrun/jobrun.db
 */5 * * * * jobrun run -q feeds.poll -- /srv/app/bin/poll-due-feeds
 0 * * * * jobrun run -E 75 digest.flush -- /srv/app/bin/flush --date "$(date +\%F)""#,
     );
+    subheading(r, "A fleet");
+    r.text(prose(
+        "The same crontab on every host, with a PostgreSQL store they share: each host \
+         polls in its own place in the first two minutes and never two at once, a pass \
+         runs at most 20 minutes (exit 124 past it), and the hourly flush runs once per \
+         hour on whichever host comes first, another host taking over when it fails:",
+    ));
+    literal(
+        r,
+        r#"JOBRUN_DB=postgres://jobrun@db.internal/jobrun?sslmode=verify-full
+JOBRUN_SPREAD=2m
+JOBRUN_TIMEOUT=20m
+*/5 * * * * jobrun run feeds.poll -- /srv/app/bin/poll-due-feeds
+0 * * * * jobrun run --once-per 1h digest.flush -- /srv/app/bin/flush
+30 2 * * * jobrun run --window "$(date +\%F)" reports.daily -- /srv/app/bin/daily"#,
+    );
     subheading(r, "systemd");
     r.text(prose(
         "A service started by a timer; systemd's stop TERMs jobrun (`KillMode=mixed`), \
@@ -217,7 +233,10 @@ pub fn sub_examples(r: &mut Roff, sub: &str) {
             "jobrun run --lease 2m -E 75 feeds.poll -- /srv/app/bin/poll-due-feeds
 jobrun run --slots 3 --wait 10m thumbs.render -- ./render --fast
 jobrun run --containers docker feeds.poll -- \\
-    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'"
+    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'
+jobrun run --timeout 20m --spread 2m --jitter 30s feeds.poll -- /srv/app/bin/poll-due-feeds
+jobrun run --once-per 1h digest.flush -- /srv/app/bin/flush --hour \"$JOBRUN_WINDOW\"
+jobrun run --window \"$(date +%F)\" --window-attempts 5 reports.daily -- ./daily"
         }
         "status" => {
             "jobrun status
