@@ -532,9 +532,9 @@ mod tests {
         let argv: Vec<std::ffi::OsString> = vec![
             "sh".into(),
             "-c".into(),
-            format!("echo $JOBRUN_TOKEN/$JOBRUN_NUMBER > {}", marker.display()).into(),
+            format!("echo $JOBRUN_TOKEN/$TEST_NUMBER > {}", marker.display()).into(),
         ];
-        let held = HeldChild::fork_numbered(&argv, &[], Some("JOBRUN_NUMBER")).unwrap();
+        let held = HeldChild::fork_numbered(&argv, &[], Some("TEST_NUMBER")).unwrap();
         let mut child = held.release_numbered(5, 0, u64::MAX);
         assert!(child.wait().unwrap().success());
         let text = std::fs::read_to_string(&marker).unwrap();

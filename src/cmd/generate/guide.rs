@@ -56,7 +56,11 @@ pub fn json_output(r: &mut Roff) {
                  "waited_ms": 5000, "command": ["./poll"]}]},
   "last": null | {"outcome": "ok", "duration_ms": 3100,
                   "ended_ago_ms": 60000},
-  "last_attempt": null | {"outcome": "skipped", "ended_ago_ms": 120000}}]}"#,
+  "last_attempt": null | {"outcome": "skipped", "ended_ago_ms": 120000},
+  "window": null | {"key": "1764579600", "state": "done", "attempts": 1,
+    "max_attempts": 3, "pass_id": "3f2a9c0b11de", "host": "web2",
+    "claimed": "2026-12-01T09:00:00Z", "ended": "2026-12-01T09:00:03Z",
+    "outcome": "ok"}}]}"#,
     );
     let states: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
     para(
@@ -68,7 +72,13 @@ pub fn json_output(r: &mut Roff) {
              `pause --all`); `containers` is the engine a pass declared with `run \
              --containers`, whose answer about the pass's label the verdict includes. \
              `last` is the last pass that took a slot; `last_attempt` the last pass of any \
-             kind (a skip shows that the scheduler fired).",
+             kind (a skip shows that the scheduler fired). `window` is the latest window a \
+             `--once-per` or `--window` pass claimed (null for a job never run so): its \
+             `key` (the window's start in Unix seconds, or the `--window` key), `state` \
+             (claimed, done, failed: it may be claimed again, or given-up), the claims made \
+             (`attempts`) of the `max_attempts` its latest claimer allowed, and that claim's \
+             `pass_id`, `host`, `claimed` and `ended` times and `outcome` (null while it \
+             runs).",
             either(&states)
         ),
     );
@@ -80,7 +90,7 @@ pub fn json_output(r: &mut Roff) {
    "token": 1764410400000001, "slot": 0, "host": "web1", "pid": 4242,
    "started_at_ms": 1764410400000, "ended_at_ms": 1764410403100,
    "duration_ms": 3100, "waited_ms": 0, "exit_code": 0, "signal": null,
-   "outcome": "ok", "freed": null}],
+   "outcome": "ok", "freed": null, "window": null}],
  "summary": [{"job": "feeds.poll", "count": 288, "mean_ms": 3000,
    "p50_ms": 2900, "p95_ms": 4100, "max_ms": 9000,
    "outcomes": {"ok": 287, "skipped": 1}}]}"#,
@@ -97,7 +107,8 @@ pub fn json_output(r: &mut Roff) {
              its slot or removed its queue row: then it says why (`reason`: dead, \
              lapsed-unknown, forfeited or forced), who (`by`) and on what verdict \
              (`evidence`, naming what was asked: the pass's processes and, for a `run \
-             --containers` pass, its containers; null for a ghost waiter). The summary \
+             --containers` pass, its containers; null for a ghost waiter); `window` is the \
+             window of a `--once-per` or `--window` pass (null otherwise). The summary \
              counts durations of the passes that ran a command, over the passes that match \
              `--since` and `--outcome` (never only the `--limit` shown).",
             either(&outcomes)
