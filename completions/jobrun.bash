@@ -348,7 +348,7 @@ _jobrun() {
                     return 0
                     ;;
                 --outcome)
-                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out abandoned" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced wait-expired timeout done abandoned" -- "${cur}"))
                     return 0
                     ;;
                 --show)
@@ -427,7 +427,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -438,6 +438,18 @@ _jobrun() {
                     return 0
                     ;;
                 --max-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jitter)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spread)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -475,6 +487,18 @@ _jobrun() {
                     ;;
                 --containers)
                     COMPREPLY=($(compgen -W "docker podman" -- "${cur}"))
+                    return 0
+                    ;;
+                --once-per)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window-attempts)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --keep-history)

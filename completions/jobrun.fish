@@ -39,7 +39,10 @@ complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "forget" -d 'Remove fr
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "generate" -d 'Write the man pages and shell completions (for maintainers)'
 complete -c jobrun -n "__fish_jobrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l lease -d 'The lease window, renewed every third of it (at least 3s)' -r
-complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l max-hold -d 'Backstop for a pass that is alive but hung: past it renewals stop and the lease lapses (at least the lease)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l max-hold -d 'Backstop for a pass that is alive but hung: past it renewals stop and the lease lapses (at least the lease). The command runs on: to end a pass that takes too long, use --timeout' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l timeout -d 'Stop the command this long after it started: its whole process group gets TERM, then KILL after --kill-after; the pass exits 124 (as timeout(1)) with the outcome timeout, and releases its slot once the group is gone. Unlike --max-hold, which only lets the lease lapse and leaves a hung command running, --timeout ends the command: use it for the longest a pass may take, and keep --max-hold as the backstop for a wrapper that cannot stop its command (0: no timeout)' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l jitter -d 'Wait a random time in [0, DURATION), drawn afresh each pass, before trying for a slot (systemd\'s RandomizedDelaySec=). The wait counts in neither the pass\'s wait nor its duration; a TERM during it ends the pass at once (143) with nothing taken or recorded' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l spread -d 'Wait a stable offset in [0, DURATION), derived from the host identity and the job name, before trying for a slot (systemd\'s FixedRandomDelay=): a fleet whose crontabs all fire at the same minute arrives spread out, each host in its own place. Adds to --jitter' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l kill-after -d 'After forwarding TERM or INT, wait this long before sending KILL' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l on-lost -d 'What happens to the child when the lease is lost' -r -f -a "continue\t'Keep running: single-flight is a convenience; the fencing token is the bound'
 term\t'Stop the child as if the wrapper had received TERM'"
@@ -49,6 +52,9 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -s w -l wait -d 'Queu
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l coalesced-exit-code -d 'Exit code of a pass that coalesced into a queued one' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l containers -d 'The command hands its work to this container engine: the pass gets JOBRUN_LABEL to label its containers with, and whoever judges or stops the pass asks the engine about that label. The pass lives while its processes or its containers run' -r -f -a "docker\t'Docker (and docker compose): asks `docker` from the judge\'s PATH'
 podman\t'Podman: asks `podman` from the judge\'s PATH'"
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l once-per -d 'Run the job once per window of DURATION (whole seconds), windows aligned to the Unix epoch on the store\'s clock (the server\'s on PostgreSQL, never a host\'s): the first pass of a window claims it with its slot; later passes in a window done skip as `done`, on every host. The command gets the window\'s start in JOBRUN_WINDOW' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l window -d 'Run the job once per window KEY (validated like a job name), e.g. --window "$(date +\\%F)" for a calendar day in local time: as --once-per, with the window the operator names. The command gets KEY in JOBRUN_WINDOW' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l window-attempts -d 'Claims a window allows when its claimers did not end ok (failed, killed, abandoned...): any host may claim it again until then; after that the window is given up' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l output -d 'Where the command\'s stdout and stderr go: inherit (jobrun\'s own), or quiet-unless-failed (like chronic: both into a private spool, in the order written, printed to jobrun\'s stdout only when the pass did not end ok, so cron mails only failures)' -r -f -a "inherit\t'The command writes to jobrun\'s own stdout and stderr'
 quiet-unless-failed\t'Spool the output; print it only when the pass did not end ok'"
@@ -100,7 +106,9 @@ spawn-failed\t''
 killed\t''
 stopped\t''
 coalesced\t''
-timed-out\t''
+wait-expired\t''
+timeout\t''
+done\t''
 abandoned\t''"
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l show -d 'Print the output kept for pass PASS (a pass id, as history shows it), with control characters other than newline and tab escaped' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l db -d 'The store: a SQLite file path, or a PostgreSQL connection string as libpq takes it (postgres://user@host/db?sslmode=verify-full, or host=... dbname=... key=value pairs; PG* variables and ~/.pgpass fill what it leaves out). Default: /var/lib/jobrun/jobrun.db for root, $XDG_STATE_HOME/jobrun/jobrun.db (or ~/.local/state/jobrun/jobrun.db) otherwise. A password written here shows in ps to every user for the whole pass: use ~/.pgpass, PGPASSFILE or a client certificate. A JOBRUN_DB that holds a password is removed from the command\'s environment (a jobrun inside it then needs ~/.pgpass or its own --db)' -r

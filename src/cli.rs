@@ -45,6 +45,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: `run`'s many settings cost nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Take a slot of NAME and run COMMAND under a renewed lease.
@@ -211,7 +213,8 @@ pub struct RunArgs {
     pub lease: String,
 
     /// Backstop for a pass that is alive but hung: past it renewals stop and
-    /// the lease lapses (at least the lease).
+    /// the lease lapses (at least the lease). The command runs on: to end
+    /// a pass that takes too long, use --timeout.
     #[arg(
         long,
         env = "JOBRUN_MAX_HOLD",
@@ -219,6 +222,32 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub max_hold: String,
+
+    /// Stop the command this long after it started: its whole process
+    /// group gets TERM, then KILL after --kill-after; the pass exits 124
+    /// (as timeout(1)) with the outcome timeout, and releases its slot once
+    /// the group is gone. Unlike --max-hold, which only lets the lease
+    /// lapse and leaves a hung command running, --timeout ends the
+    /// command: use it for the longest a pass may take, and keep --max-hold
+    /// as the backstop for a wrapper that cannot stop its command (0: no
+    /// timeout).
+    #[arg(long, env = "JOBRUN_TIMEOUT", value_name = "DURATION")]
+    pub timeout: Option<String>,
+
+    /// Wait a random time in [0, DURATION), drawn afresh each pass, before
+    /// trying for a slot (systemd's RandomizedDelaySec=). The wait counts
+    /// in neither the pass's wait nor its duration; a TERM during it ends
+    /// the pass at once (143) with nothing taken or recorded.
+    #[arg(long, env = "JOBRUN_JITTER", value_name = "DURATION")]
+    pub jitter: Option<String>,
+
+    /// Wait a stable offset in [0, DURATION), derived from the host identity
+    /// and the job name, before trying for a slot (systemd's
+    /// FixedRandomDelay=): a fleet whose crontabs all fire at the same
+    /// minute arrives spread out, each host in its own place. Adds to
+    /// --jitter.
+    #[arg(long, env = "JOBRUN_SPREAD", value_name = "DURATION")]
+    pub spread: Option<String>,
 
     /// After forwarding TERM or INT, wait this long before sending KILL.
     #[arg(
@@ -276,6 +305,33 @@ pub struct RunArgs {
     /// while its processes or its containers run.
     #[arg(long, env = "JOBRUN_CONTAINERS", value_enum, value_name = "ENGINE")]
     pub containers: Option<ContainersArg>,
+
+    /// Run the job once per window of DURATION (whole seconds), windows
+    /// aligned to the Unix epoch on the store's clock (the server's on
+    /// PostgreSQL, never a host's): the first pass of a window claims it
+    /// with its slot; later passes in a window done skip as `done`, on
+    /// every host. The command gets the window's start in JOBRUN_WINDOW.
+    #[arg(
+        long,
+        env = "JOBRUN_ONCE_PER",
+        value_name = "DURATION",
+        conflicts_with = "window"
+    )]
+    pub once_per: Option<String>,
+
+    /// Run the job once per window KEY (validated like a job name), e.g.
+    /// --window "$(date +\%F)" for a calendar day in local time: as
+    /// --once-per, with the window the operator names. The command gets
+    /// KEY in JOBRUN_WINDOW.
+    #[arg(long, env = "JOBRUN_WINDOW_KEY", value_name = "KEY")]
+    pub window: Option<String>,
+
+    /// Claims a window allows when its claimers did not end ok (failed,
+    /// killed, abandoned...): any host may claim it again until then;
+    /// after that the window is given up.
+    #[arg(long, env = "JOBRUN_WINDOW_ATTEMPTS", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
+    pub window_attempts: u32,
 
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
@@ -460,8 +516,16 @@ pub struct GenerateArgs {
 }
 
 /// The outcomes `history --outcome` takes: `Outcome::ALL`'s names.
+/// `timed-out`, the name earlier jobruns gave `wait-expired`, is taken too
+/// (hidden), and means `wait-expired`.
 fn outcome_names() -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(
-        crate::policy::outcome::Outcome::ALL.map(|o| o.as_str()),
-    )
+    use crate::policy::outcome::Outcome;
+    clap::builder::PossibleValuesParser::new(Outcome::ALL.map(|o| {
+        let v = clap::builder::PossibleValue::new(o.as_str());
+        if o == Outcome::WaitExpired {
+            v.alias(Outcome::WAIT_EXPIRED_BEFORE)
+        } else {
+            v
+        }
+    }))
 }

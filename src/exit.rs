@@ -13,6 +13,8 @@ pub const CONFLICT_DEFAULT: i32 = 0;
 /// An operator command found something it could not finish (for example
 /// `stop-due --wait` ran out of time with locks still held).
 pub const INCOMPLETE: i32 = 1;
+/// The command ran past `--timeout` and was stopped (as `timeout(1)`).
+pub const TIMEOUT: i32 = 124;
 /// jobrun itself failed: bad usage, bad settings, an unusable store.
 pub const JOBRUN_FAILED: i32 = 125;
 /// The command exists but could not be executed (permissions, bad format).
@@ -52,7 +54,7 @@ impl Status {
 
 /// Every exit status, each with when it happens: the one list `--help`
 /// and the man pages print.
-pub const TABLE: [(Status, &str); 9] = [
+pub const TABLE: [(Status, &str); 10] = [
     (Status::Child, "the command ran and exited"),
     (
         Status::Signal,
@@ -76,6 +78,10 @@ pub const TABLE: [(Status, &str); 9] = [
          a job the store never saw (history --show: a pass with no kept output), forget \
          refused a job that is not free, stop-due could \
          not signal a pass or its --wait ran out with locks still held",
+    ),
+    (
+        Status::Code(TIMEOUT),
+        "the command ran past --timeout and was stopped (whatever it exited with then)",
     ),
     (
         Status::Code(JOBRUN_FAILED),

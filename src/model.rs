@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::policy::outcome::{Outcome, PassRecord};
+pub use crate::policy::window::WindowState;
 pub use crate::policy::Liveness;
 
 /// A document as `--json` prints it: pretty, keys sorted at every level.
@@ -55,6 +56,29 @@ pub struct JobStatus {
     /// The last pass of the job of any kind, skips included (a skip shows
     /// the scheduler fired); `None` before the first.
     pub last_attempt: Option<LastAttempt>,
+    /// The window a windowed pass (`--once-per`, `--window`) claimed last;
+    /// `None` for a job that never ran windowed.
+    #[serde(default)]
+    pub window: Option<WindowStatus>,
+}
+
+/// The latest window of a job: its key, its state and its latest claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowStatus {
+    /// `--once-per`: the window's start in Unix seconds; `--window`: its key.
+    pub key: String,
+    /// claimed (its claimer has not ended), done, failed (it may be claimed
+    /// again) or given-up.
+    pub state: WindowState,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// The latest claim: its pass, host, and when it was made and ended.
+    pub pass_id: String,
+    pub host: String,
+    pub claimed: String,
+    pub ended: Option<String>,
+    /// How its latest claimer ended (`None` while it runs).
+    pub outcome: Option<String>,
 }
 
 /// The last attempt at a job: its outcome and when it ended.
@@ -290,6 +314,7 @@ mod tests {
                     outcome: "skipped".into(),
                     ended_ago_ms: Some(120000),
                 }),
+                window: None,
             }],
         }
     }
@@ -312,6 +337,7 @@ mod tests {
                 signal: None,
                 outcome: Outcome::Skipped,
                 freed: None,
+                window: None,
             }],
             summary: vec![Summary {
                 job: "feeds.poll".into(),
@@ -406,7 +432,8 @@ mod tests {
           }
         }
       ],
-      "state": "running"
+      "state": "running",
+      "window": null
     }
   ],
   "store": "/var/lib/jobrun/jobrun.db"
@@ -430,7 +457,8 @@ mod tests {
       "slot": null,
       "started_at_ms": 1764410400000,
       "token": null,
-      "waited_ms": 1
+      "waited_ms": 1,
+      "window": null
     }
   ],
   "store": "/var/lib/jobrun/jobrun.db",

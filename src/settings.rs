@@ -15,6 +15,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::names;
 use crate::policy::pause::PauseScope;
+use crate::policy::window::{WindowAsk, WindowSpec};
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
 
@@ -377,6 +378,12 @@ pub struct RunSettings {
     pub lease: Duration,
     pub max_hold: Duration,
     pub kill_after: Duration,
+    /// `--timeout`: how long the command may run, from its start.
+    pub timeout: Option<Duration>,
+    /// `--jitter`: a fresh random wait in [0, D) before the pass.
+    pub jitter: Option<Duration>,
+    /// `--spread`: a stable wait in [0, D) from the host and the job.
+    pub spread: Option<Duration>,
     pub on_lost: OnLost,
     pub conflict_exit_code: i32,
     pub quiet: bool,
@@ -388,6 +395,8 @@ pub struct RunSettings {
     pub keep_history: u32,
     /// The container engine the command hands its work to.
     pub containers: Option<Engine>,
+    /// `--once-per` or `--window`, with `--window-attempts`.
+    pub window: Option<WindowAsk>,
     /// `None`: `--output inherit`.
     pub output: Option<OutputSettings>,
 }
@@ -465,6 +474,41 @@ impl RunSettings {
         let max_hold = duration("--max-hold/JOBRUN_MAX_HOLD", &a.max_hold)?;
         let kill_after = duration("--kill-after/JOBRUN_KILL_AFTER", &a.kill_after)?;
         let wait = duration("--wait/JOBRUN_WAIT", &a.wait)?;
+        let timeout = a
+            .timeout
+            .as_deref()
+            .map(|t| duration("--timeout/JOBRUN_TIMEOUT", t))
+            .transpose()?
+            .filter(|t| !t.is_zero());
+        let delay = |flag: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| duration(flag, v))
+                .transpose()
+                .map(|d| d.filter(|d| !d.is_zero()))
+        };
+        let jitter = delay("--jitter/JOBRUN_JITTER", &a.jitter)?;
+        let spread = delay("--spread/JOBRUN_SPREAD", &a.spread)?;
+        let window = window_ask(a)?;
+        if let Some(w) = &window {
+            let flag = match w.spec {
+                WindowSpec::Every(_) => "--once-per",
+                WindowSpec::Key(_) => "--window",
+            };
+            if a.slots > 1 {
+                bail!(
+                    "{flag} runs one pass per window: it cannot be given --slots {} (two passes \
+                     of one window would run at once)",
+                    a.slots
+                );
+            }
+            if a.coalesce {
+                bail!(
+                    "{flag} cannot be given --coalesce: a pass joined into another would end \
+                     with that pass's window, not its own"
+                );
+            }
+        }
         if lease < MIN_LEASE {
             bail!(
                 "--lease {} is too short: the lease is renewed every third of it (at least every \
@@ -488,7 +532,13 @@ impl RunSettings {
             lease,
             max_hold,
             kill_after,
+            timeout,
+            jitter,
+            spread,
+            // A windowed pass that lost its lease is stopped before anyone
+            // can claim its window again.
             on_lost: match a.on_lost {
+                _ if window.is_some() => OnLost::Term,
                 crate::cli::OnLostArg::Continue => OnLost::Continue,
                 crate::cli::OnLostArg::Term => OnLost::Term,
             },
@@ -504,8 +554,46 @@ impl RunSettings {
                 crate::cli::ContainersArg::Podman => Engine::Podman,
             }),
             output: OutputSettings::resolve(a)?,
+            window,
         })
     }
+}
+
+/// `--once-per D` or `--window KEY` (clap refuses both), with
+/// `--window-attempts`.
+fn window_ask(a: &RunArgs) -> Result<Option<WindowAsk>> {
+    let spec = match (&a.once_per, &a.window) {
+        (Some(d), _) => {
+            let every = duration("--once-per/JOBRUN_ONCE_PER", d)?;
+            let Some(spec) = WindowSpec::every(every) else {
+                bail!(
+                    "invalid --once-per/JOBRUN_ONCE_PER '{}': windows are whole seconds, at \
+                     least 1s, e.g. 5m or 1h",
+                    d.trim()
+                );
+            };
+            spec
+        }
+        (None, Some(key)) => WindowSpec::Key(window_key(key)?),
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(WindowAsk {
+        spec,
+        attempts: a.window_attempts,
+    }))
+}
+
+/// A `--window` key: the rules of a job name.
+pub fn window_key(key: &str) -> Result<String> {
+    job_name(key).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid --window/JOBRUN_WINDOW_KEY: {}",
+            e.to_string()
+                .replace("invalid job name", "the key")
+                .replace("a job name", "a window key")
+                .replace("e.g. feeds.poll", "e.g. 2026-12-01")
+        )
+    })
 }
 
 #[cfg(test)]

@@ -77,6 +77,10 @@ pub const JOB_ENV: &str = "JOBRUN_JOB";
 pub const TOKEN_ENV: &str = "JOBRUN_TOKEN";
 pub const SLOT_ENV: &str = "JOBRUN_SLOT";
 
+/// What the wrapper writes to let the held process go: its token, slot
+/// and number (`release_numbered`).
+const GO_LEN: usize = 20;
+
 /// Room for an i64 in decimal, and for a u32.
 const TOKEN_DIGITS: usize = 20;
 const SLOT_DIGITS: usize = 10;
@@ -200,6 +204,8 @@ struct Exec<'a> {
     /// them (`--output quiet-unless-failed`): the write end of one pipe, so
     /// both arrive in order.
     output: Option<libc::c_int>,
+    /// The digits of the `fork_numbered` placeholder, or null.
+    number_digits: *mut u8,
 }
 
 /// The held process, from fork to exec: put itself in a process group of
@@ -244,7 +250,7 @@ unsafe fn become_command(
         }
     }
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
-    let mut go = [0u8; 12];
+    let mut go = [0u8; GO_LEN];
     if !read_exact(&go_r, &mut go) {
         // SAFETY: _exit ends this process without running the wrapper's
         // atexit handlers or flushing its buffers.
@@ -252,10 +258,16 @@ unsafe fn become_command(
     }
     let token = i64::from_le_bytes([go[0], go[1], go[2], go[3], go[4], go[5], go[6], go[7]]);
     let slot = u32::from_le_bytes([go[8], go[9], go[10], go[11]]);
+    let number = u64::from_le_bytes([
+        go[12], go[13], go[14], go[15], go[16], go[17], go[18], go[19],
+    ]);
     // SAFETY: the caller guarantees each placeholder's room.
     unsafe {
         write_decimal(exec.token_digits, token as u64);
         write_decimal(exec.slot_digits, slot as u64);
+        if !exec.number_digits.is_null() {
+            write_decimal(exec.number_digits, number);
+        }
     }
     // As execvp does, but with no fallback to a shell for a file that is
     // not an executable format: that is an error.
@@ -284,11 +296,24 @@ impl HeldChild {
     /// `env`, and hold it before exec. The held process later receives
     /// `JOBRUN_TOKEN` and `JOBRUN_SLOT`. With `output`, its stdout and
     /// stderr both go to that descriptor.
+    #[cfg(test)]
     pub fn fork(
         argv: &[std::ffi::OsString],
         env: &[(&str, String)],
         unset: &[&str],
         output: Option<std::os::fd::BorrowedFd<'_>>,
+    ) -> Result<HeldChild, SpawnError> {
+        HeldChild::fork_numbered(argv, env, unset, output, None)
+    }
+
+    /// As `fork`, and the held process later also receives `number` (a
+    /// variable name) set to the number given to `release_numbered`.
+    pub fn fork_numbered(
+        argv: &[std::ffi::OsString],
+        env: &[(&str, String)],
+        unset: &[&str],
+        output: Option<std::os::fd::BorrowedFd<'_>>,
+        number: Option<&str>,
     ) -> Result<HeldChild, SpawnError> {
         let failed = |what: &str, e: io::Error| SpawnError {
             code: exit::JOBRUN_FAILED,
@@ -310,6 +335,7 @@ impl HeldChild {
         let ours = |k: &[u8]| {
             k == TOKEN_ENV.as_bytes()
                 || k == SLOT_ENV.as_bytes()
+                || number.is_some_and(|n| n.as_bytes() == k)
                 || env.iter().any(|(n, _)| n.as_bytes() == k)
                 || unset.iter().any(|n| n.as_bytes() == k)
         };
@@ -329,6 +355,9 @@ impl HeldChild {
         let token_at = vars.len();
         vars.push(placeholder(TOKEN_ENV, TOKEN_DIGITS));
         vars.push(placeholder(SLOT_ENV, SLOT_DIGITS));
+        if let Some(n) = number {
+            vars.push(placeholder(n, TOKEN_DIGITS));
+        }
         let mut env_ptrs: Vec<*mut libc::c_char> =
             vars.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
         env_ptrs.push(std::ptr::null_mut());
@@ -344,6 +373,7 @@ impl HeldChild {
             token_digits: digits_of(token_at, TOKEN_ENV),
             slot_digits: digits_of(token_at + 1, SLOT_ENV),
             output: output.map(|fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
+            number_digits: number.map_or(std::ptr::null_mut(), |n| digits_of(token_at + 2, n)),
         };
 
         let (go_r, go_w) = pipe().map_err(|e| failed("pipe", e))?;
@@ -405,10 +435,17 @@ impl HeldChild {
     }
 
     /// Let the held process exec the command, with its fencing token.
-    pub fn release(mut self, token: i64, slot: u32) -> RunningChild {
-        let mut go = [0u8; 12];
+    #[cfg(test)]
+    pub fn release(self, token: i64, slot: u32) -> RunningChild {
+        self.release_numbered(token, slot, 0)
+    }
+
+    /// As `release`, with the number of a `fork_numbered` placeholder.
+    pub fn release_numbered(mut self, token: i64, slot: u32, number: u64) -> RunningChild {
+        let mut go = [0u8; GO_LEN];
         go[..8].copy_from_slice(&token.to_le_bytes());
-        go[8..].copy_from_slice(&slot.to_le_bytes());
+        go[8..12].copy_from_slice(&slot.to_le_bytes());
+        go[12..].copy_from_slice(&number.to_le_bytes());
         if let Some(fd) = self.go.take() {
             // A failed write means the held process is gone already; its
             // exit is noticed like any other.
@@ -569,6 +606,17 @@ mod tests {
         assert!(child.exec_failure("sh").is_none());
         let text = std::fs::read_to_string(&marker).unwrap();
         assert_eq!(text.trim(), "1234567890123/7");
+        // A number of its own, set at release.
+        let argv: Vec<std::ffi::OsString> = vec![
+            "sh".into(),
+            "-c".into(),
+            format!("echo $JOBRUN_TOKEN/$TEST_NUMBER > {}", marker.display()).into(),
+        ];
+        let held = HeldChild::fork_numbered(&argv, &[], &[], None, Some("TEST_NUMBER")).unwrap();
+        let mut child = held.release_numbered(5, 0, u64::MAX);
+        assert!(child.wait().unwrap().success());
+        let text = std::fs::read_to_string(&marker).unwrap();
+        assert_eq!(text.trim(), format!("5/{}", u64::MAX));
     }
 
     #[test]

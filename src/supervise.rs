@@ -92,6 +92,8 @@ pub struct Ended {
     pub lease_lost: bool,
     /// jobrun had to send KILL after the grace period.
     pub killed: bool,
+    /// The command ran past `--timeout` and was told to stop.
+    pub timed_out: bool,
 }
 
 impl Ended {
@@ -126,44 +128,77 @@ fn signal_own(child: &RunningChild, sig: i32) {
     let _ = signal_group(PassGroup::Own(child), sig, false);
 }
 
+/// How the owner of the child stops it: the grace period after TERM or
+/// INT, what a lost lease means, and the `--timeout` deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopping {
+    pub kill_after: Duration,
+    pub on_lost: OnLost,
+    /// `--timeout`, counted from the command's start: past it the group
+    /// gets TERM, then KILL `kill_after` later.
+    pub timeout: Option<(Instant, Duration)>,
+}
+
 /// Own the child until it is gone: forward signals, stop it when the lease
-/// is lost and the policy says so, KILL it `kill_after` a TERM or INT, reap
-/// it, and make sure nothing of its process group is left behind silently.
-/// What it does on its own (a KILL, a stop, leftovers ended) it says on
-/// `log`, each line prefixed with `label`.
+/// is lost and the policy says so or when it runs past its timeout, KILL it
+/// `kill_after` a TERM or INT, reap it, and make sure nothing of its
+/// process group is left behind silently. What it does on its own (a KILL, a
+/// stop, leftovers ended) it says on `log`, each line prefixed with `label`.
 pub fn supervise(
     child: &mut RunningChild,
     events: &Receiver<Event>,
-    kill_after: Duration,
-    on_lost: OnLost,
+    how: Stopping,
     label: &str,
     log: &Log,
 ) -> Ended {
+    let Stopping {
+        kill_after,
+        on_lost,
+        timeout,
+    } = how;
     let mut stopped_by = None;
     let mut lease_lost = false;
     let mut killed = false;
+    let mut timed_out = false;
     let mut kill_at: Option<Instant> = None;
     let start_grace = |kill_at: &mut Option<Instant>| {
         kill_at.get_or_insert_with(|| crate::clock::deadline_after(kill_after));
     };
     loop {
-        let event = match kill_at {
-            Some(at) if !killed => {
-                match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                    Ok(e) => e,
-                    Err(RecvTimeoutError::Timeout) => {
-                        log.line(format_args!(
-                            "{label}: child still running {} after TERM; sending KILL",
-                            humantime::format_duration(kill_after)
-                        ));
-                        signal_own(child, libc::SIGKILL);
-                        killed = true;
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => Event::ChildExited,
+        // The nearest of the KILL after a grace period and the timeout.
+        let kill_due = kill_at.filter(|_| !killed);
+        let timeout_due = timeout.filter(|_| !timed_out).map(|(at, _)| at);
+        let due = match (kill_due, timeout_due) {
+            (Some(k), Some(t)) => Some(k.min(t)),
+            (k, t) => k.or(t),
+        };
+        let event = match due {
+            Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) if kill_due.is_some_and(|k| k <= Instant::now()) => {
+                    log.line(format_args!(
+                        "{label}: child still running {} after TERM; sending KILL",
+                        humantime::format_duration(kill_after)
+                    ));
+                    signal_own(child, libc::SIGKILL);
+                    killed = true;
+                    continue;
                 }
-            }
-            _ => events.recv().unwrap_or(Event::ChildExited),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some((_, after)) = timeout {
+                        log.line(format_args!(
+                            "{label}: timed out after {}; sending TERM",
+                            humantime::format_duration(after)
+                        ));
+                    }
+                    signal_own(child, libc::SIGTERM);
+                    timed_out = true;
+                    start_grace(&mut kill_at);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => Event::ChildExited,
+            },
+            None => events.recv().unwrap_or(Event::ChildExited),
         };
         match event {
             Event::Signal(sig) => {
@@ -197,6 +232,7 @@ pub fn supervise(
         stopped_by,
         lease_lost,
         killed,
+        timed_out,
     }
 }
 
@@ -285,13 +321,22 @@ mod tests {
             .release(1, 0);
         let pgid = child.id() as i32;
         watch_exit(child.id(), events).unwrap();
-        let kill_after = Duration::from_millis(500);
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let sink = std::sync::Arc::clone(&lines);
         let log = Log(std::sync::Arc::new(move |l: &str| {
             sink.lock().unwrap().push(l.to_string())
         }));
-        let ended = supervise(&mut child, &rx, kill_after, OnLost::Continue, "t", &log);
+        let ended = supervise(
+            &mut child,
+            &rx,
+            Stopping {
+                kill_after: Duration::from_millis(500),
+                on_lost: OnLost::Continue,
+                timeout: None,
+            },
+            "t",
+            &log,
+        );
         assert_eq!(ended.code, Some(3));
         // Said on the pass's log (stderr in a pass), not on the test's.
         let said = lines.lock().unwrap().clone();

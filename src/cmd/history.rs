@@ -170,8 +170,14 @@ fn print_table(report: &HistoryReport) {
             (None, Some(s)) => format!("sig{s}"),
             _ => "-".into(),
         };
+        // A windowed pass's window closes its line.
+        let window = p
+            .window
+            .as_deref()
+            .map(|w| format!("  window {}", escape(w)))
+            .unwrap_or_default();
         println!(
-            "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} {}",
+            "{:<20} {:<24} {:<12} {:>8} {:>8} {:>5}  {:<12} {}{window}",
             utc_ms(p.started_at_ms),
             escape(&p.job),
             p.outcome.as_str(),
@@ -230,6 +236,7 @@ mod tests {
             signal: None,
             outcome,
             freed: None,
+            window: None,
         }
     }
 

@@ -9,10 +9,11 @@ use crate::evidence::{Evidence, Sight, Verdict};
 use crate::exit;
 use crate::model::{
     self, JobStatus, LastAttempt, LastPass, PauseStatus, QueueStatus, SlotHolder, SlotStatus,
-    State, StatusReport, VerdictStatus, WaiterHolder, WaiterStatus,
+    State, StatusReport, VerdictStatus, WaiterHolder, WaiterStatus, WindowStatus,
 };
 use crate::policy::lease::{LeaseRow, WaiterRow};
 use crate::policy::pause::{self, Pause};
+use crate::policy::window::{WindowRow, WindowState};
 use crate::policy::Liveness;
 use crate::report::{age_ms, escape, expiry_ms, expiry_words, human_ms, utc_ms};
 use crate::settings::stored_job_names;
@@ -128,6 +129,7 @@ fn job_status(
     pauses: &[Pause],
     leases: &[(LeaseRow, Verdict)],
     waiters: &[(WaiterRow, Verdict)],
+    windows: &[WindowRow],
     evidence: &Evidence,
 ) -> JobStatus {
     let pauses: Vec<PauseStatus> = pause::standing(pauses, &job.name)
@@ -166,7 +168,55 @@ fn job_status(
             outcome: o.clone(),
             ended_ago_ms: job.attempt_ended_ms_ago,
         }),
+        window: windows
+            .iter()
+            .find(|w| w.job == job.name)
+            .map(window_status),
     }
+}
+
+fn window_status(w: &WindowRow) -> WindowStatus {
+    WindowStatus {
+        key: w.key.clone(),
+        state: WindowState::of(w),
+        attempts: w.attempts,
+        max_attempts: w.max_attempts,
+        pass_id: w.pass_id.clone(),
+        host: w.host.clone(),
+        claimed: utc_ms(w.claimed_ms),
+        ended: w.ended_ms.map(utc_ms),
+        outcome: w.outcome.clone(),
+    }
+}
+
+/// The detail line of a job's latest window.
+fn window_line(w: &WindowStatus, t: &Layout) -> String {
+    let by = format!(
+        "pass {} on {}",
+        escape(&w.pass_id),
+        t.cut(&escape(&w.host), 24)
+    );
+    let what = match w.state {
+        WindowState::Claimed => format!("claimed by {by} at {}", w.claimed),
+        WindowState::Done => format!(
+            "done by {by} at {}",
+            w.ended.as_deref().unwrap_or(&w.claimed)
+        ),
+        WindowState::Failed | WindowState::GivenUp => {
+            format!("{} by {by}", escape(w.outcome.as_deref().unwrap_or("?")))
+        }
+    };
+    let state = match w.state {
+        WindowState::GivenUp => "given up, ",
+        WindowState::Failed => "may be claimed again, ",
+        _ => "",
+    };
+    format!(
+        "    window {}: {state}{what} (attempt {} of {})",
+        t.cut(&escape(&w.key), 30),
+        w.attempts,
+        w.max_attempts
+    )
 }
 
 pub fn run(choice: &StoreChoice, a: StatusArgs) -> Result<i32> {
@@ -193,6 +243,7 @@ pub fn run(choice: &StoreChoice, a: StatusArgs) -> Result<i32> {
     let leases = judged(store.leases(&names)?, &evidence);
     let waiters = store.waiters(&names)?;
     let pauses = store.pauses()?;
+    let windows = store.windows(&names)?;
     let waiter_verdicts: Vec<(WaiterRow, Verdict)> = waiters
         .into_iter()
         .map(|w| {
@@ -205,7 +256,7 @@ pub fn run(choice: &StoreChoice, a: StatusArgs) -> Result<i32> {
         store: spec.display(),
         jobs: jobs
             .iter()
-            .map(|j| job_status(j, &pauses, &leases, &waiter_verdicts, &evidence))
+            .map(|j| job_status(j, &pauses, &leases, &waiter_verdicts, &windows, &evidence))
             .collect(),
     };
     if a.json {
@@ -353,6 +404,9 @@ fn print_table(jobs: &[JobStatus], t: &Layout) {
         }
         if let Some(line) = when_line(j) {
             t.row(line);
+        }
+        if let Some(w) = &j.window {
+            t.row(window_line(w, t));
         }
         for p in &j.pauses {
             t.row(format!(

@@ -10,6 +10,7 @@
 
 pub mod coalesce;
 pub mod containers;
+pub mod delay;
 pub mod lease;
 pub mod member;
 pub mod names;
@@ -18,6 +19,7 @@ pub mod pause;
 pub mod slots;
 #[rustfmt::skip]
 pub mod unicode;
+pub mod window;
 
 use serde::{Deserialize, Serialize};
 

@@ -17,12 +17,14 @@ pub enum Outcome {
     Killed,
     Stopped,
     Coalesced,
-    TimedOut,
+    WaitExpired,
+    Timeout,
+    Done,
     Abandoned,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 10] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Ok,
         Outcome::Failed,
         Outcome::Skipped,
@@ -31,16 +33,27 @@ impl Outcome {
         Outcome::Killed,
         Outcome::Stopped,
         Outcome::Coalesced,
-        Outcome::TimedOut,
+        Outcome::WaitExpired,
+        Outcome::Timeout,
+        Outcome::Done,
         Outcome::Abandoned,
     ];
+
+    /// The name earlier jobruns gave `wait-expired`: rows they write into
+    /// a shared store still carry it, and `history --outcome` takes it.
+    pub const WAIT_EXPIRED_BEFORE: &'static str = "timed-out";
 
     /// The pass ran its command (whatever became of it): its duration is
     /// how long a pass of the job takes, and counts in the summary.
     pub fn ran_command(self) -> bool {
         matches!(
             self,
-            Outcome::Ok | Outcome::Failed | Outcome::LostLease | Outcome::Killed | Outcome::Stopped
+            Outcome::Ok
+                | Outcome::Failed
+                | Outcome::LostLease
+                | Outcome::Killed
+                | Outcome::Stopped
+                | Outcome::Timeout
         )
     }
 
@@ -51,7 +64,7 @@ impl Outcome {
     }
 
     /// The pass ended badly: what `check` counts as failing and the failure
-    /// hook fires on. Never a pass whose command never ran (skipped,
+    /// hook fires on (a `--timeout` included). Never a pass whose command never ran (skipped,
     /// coalesced, a wait that ran out) and never an operator's `stopped`.
     pub fn ended_badly(self) -> bool {
         matches!(
@@ -61,6 +74,7 @@ impl Outcome {
                 | Outcome::LostLease
                 | Outcome::SpawnFailed
                 | Outcome::Abandoned
+                | Outcome::Timeout
         )
     }
 
@@ -103,7 +117,19 @@ impl Outcome {
                 "The pass joined an identical queued pass (--coalesce) and ran nothing \
                  itself."
             }
-            Outcome::TimedOut => "The pass queued (--wait) and no slot came free in time.",
+            Outcome::WaitExpired => {
+                "The pass queued (--wait) and no slot came free in time; the command never \
+                 ran (earlier jobruns called it timed-out; history --outcome takes either name)."
+            }
+            Outcome::Timeout => {
+                "The command ran past --timeout: its process group got TERM, then KILL after \
+                 --kill-after, and the pass exited 124 (as timeout(1)) whatever the command \
+                 did then."
+            }
+            Outcome::Done => {
+                "A windowed pass (--once-per, --window) found its window done: a pass of the \
+                 job had ended ok in it, on this host or another; the command did not run."
+            }
             Outcome::Abandoned => {
                 "The pass died without ending itself (its wrapper was killed without \
                  unwinding, its machine rebooted), or was evicted: whoever freed its slot, or \
@@ -124,7 +150,9 @@ impl Outcome {
             Outcome::Killed => "killed",
             Outcome::Stopped => "stopped",
             Outcome::Coalesced => "coalesced",
-            Outcome::TimedOut => "timed-out",
+            Outcome::WaitExpired => "wait-expired",
+            Outcome::Timeout => "timeout",
+            Outcome::Done => "done",
             Outcome::Abandoned => "abandoned",
         }
     }
@@ -139,7 +167,9 @@ impl Outcome {
             "killed" => Outcome::Killed,
             "stopped" => Outcome::Stopped,
             "coalesced" => Outcome::Coalesced,
-            "timed-out" => Outcome::TimedOut,
+            "wait-expired" | Outcome::WAIT_EXPIRED_BEFORE => Outcome::WaitExpired,
+            "timeout" => Outcome::Timeout,
+            "done" => Outcome::Done,
             "abandoned" => Outcome::Abandoned,
             _ => return None,
         })
@@ -162,6 +192,8 @@ pub struct Ending {
     pub killed: bool,
     /// The lease was lost (or max hold reached) while it ran.
     pub lease_lost: bool,
+    /// It ran past `--timeout` and the wrapper told it to stop.
+    pub timed_out: bool,
 }
 
 impl Outcome {
@@ -170,13 +202,17 @@ impl Outcome {
     /// `stopped` only when the command died of the terminating signal the
     /// wrapper forwarded, or of a KILL after it (the wrapper's
     /// `--kill-after`, or stop-due's); a command that handled the signal and
-    /// exited is judged by its exit code like any other. Then a lost lease,
-    /// then any other death by signal (`killed`), then the exit code.
+    /// exited is judged by its exit code like any other. A command that ran
+    /// past its timeout is `timeout` however it then ended (as
+    /// `timeout(1)`), unless a stop came first. Then a lost lease, then any
+    /// other death by signal (`killed`), then the exit code.
     pub fn of(e: &Ending) -> Outcome {
         let died_of_stop =
             e.stopped_by.is_some() && (e.signal == e.stopped_by || e.signal == Some(libc::SIGKILL));
         if e.exec_failed {
             Outcome::SpawnFailed
+        } else if e.timed_out && !died_of_stop {
+            Outcome::Timeout
         } else if died_of_stop {
             Outcome::Stopped
         } else if e.lease_lost {
@@ -218,6 +254,11 @@ pub struct PassRecord {
     /// someone other than the pass did (`abandoned`, or a holder evicted
     /// while it lived that later recorded how it really ended).
     pub freed: Option<Freed>,
+    /// The window of a windowed pass (`--once-per`: its start in Unix
+    /// seconds; `--window`: its key): the one it claimed, or found done or
+    /// given up.
+    #[serde(default)]
+    pub window: Option<String>,
 }
 
 /// Someone other than a pass freed it.
@@ -272,6 +313,7 @@ impl PassRecord {
                 by: by.into(),
                 evidence: evidence.map(str::to_string),
             }),
+            window: None,
         }
     }
 
@@ -304,6 +346,7 @@ impl PassRecord {
                 by: by.into(),
                 evidence: None,
             }),
+            window: None,
         }
     }
 }
@@ -325,6 +368,7 @@ mod tests {
                 Outcome::LostLease,
                 Outcome::SpawnFailed,
                 Outcome::Killed,
+                Outcome::Timeout,
                 Outcome::Abandoned
             ]
         );
@@ -354,6 +398,11 @@ mod tests {
             stopped_by,
             killed,
             lease_lost,
+            timed_out: false,
+        };
+        let timed_out = |ending: Ending| Ending {
+            timed_out: true,
+            ..ending
         };
         let table = [
             (e(Some(0), None, None, false, false), Outcome::Ok),
@@ -372,6 +421,27 @@ mod tests {
             (e(None, KILL, None, false, true), Outcome::LostLease),
             (e(Some(0), None, None, false, true), Outcome::LostLease),
             (e(None, KILL, None, true, false), Outcome::Killed),
+            // Past its timeout: however it then ended, unless stopped first.
+            (
+                timed_out(e(None, TERM, None, false, false)),
+                Outcome::Timeout,
+            ),
+            (
+                timed_out(e(None, KILL, None, true, false)),
+                Outcome::Timeout,
+            ),
+            (
+                timed_out(e(Some(0), None, None, false, false)),
+                Outcome::Timeout,
+            ),
+            (
+                timed_out(e(None, KILL, None, false, true)),
+                Outcome::Timeout,
+            ),
+            (
+                timed_out(e(None, TERM, TERM, false, false)),
+                Outcome::Stopped,
+            ),
         ];
         for (ending, want) in table {
             assert_eq!(Outcome::of(&ending), want, "{ending:?}");
@@ -389,5 +459,7 @@ mod tests {
         for o in Outcome::ALL {
             assert_eq!(Outcome::parse(o.as_str()), Some(o));
         }
+        // What earlier jobruns wrote still reads as what it meant.
+        assert_eq!(Outcome::parse("timed-out"), Some(Outcome::WaitExpired));
     }
 }

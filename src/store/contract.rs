@@ -20,6 +20,7 @@ use crate::policy::lease::{
 };
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::PauseScope;
+use crate::policy::window::{WindowAsk, WindowSpec};
 use crate::renewer::Renewal;
 
 /// One store under test, its pin, and the hand on its clock.
@@ -146,6 +147,7 @@ fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
         lease: LEASE,
         max_hold: Duration::from_secs(60),
         containers: None,
+        window: None,
     }
 }
 
@@ -190,7 +192,122 @@ fn record(job: &str, outcome: Outcome) -> PassRecord {
         signal: None,
         outcome,
         freed: None,
+        window: None,
     }
+}
+
+/// A windowed pass's request, and how it ended as its wrapper records it.
+fn windowed(job: &str, pass: &str, spec: WindowSpec) -> AcquireRequest {
+    AcquireRequest {
+        window: Some(WindowAsk { spec, attempts: 3 }),
+        ..req(job, pass, 1)
+    }
+}
+
+fn ended(job: &str, pass: &str, outcome: Outcome, window: &str) -> PassRecord {
+    PassRecord {
+        pass_id: pass.into(),
+        window: Some(window.into()),
+        ..record(job, outcome)
+    }
+}
+
+/// Claim, finish and claim again: the window row follows its claims, in
+/// the transactions that take and release the slot.
+fn windows_are_claimed_with_the_slot(s: &mut Subject) {
+    let hourly = WindowSpec::Every(3600);
+    let a = s
+        .store
+        .acquire(&windowed("w", "a", hourly.clone()), &[])
+        .unwrap();
+    let (Acquire::Acquired(ka), Some(claim)) = (a.result, a.claimed) else {
+        panic!("the first pass claims the window");
+    };
+    assert_eq!(claim.attempt, 1);
+    let hour = claim.key.clone();
+    assert_eq!(hour.parse::<i64>().unwrap() % 3600, 0);
+    // Held: the next pass finds the slot full and claims nothing.
+    let b = s
+        .store
+        .acquire(&windowed("w", "b", hourly.clone()), &[])
+        .unwrap();
+    assert_eq!((b.result, b.claimed), (Acquire::Full, None));
+    s.store
+        .release(
+            &ka,
+            Some((&ended("w", "a", Outcome::Ok, &hour), 10)),
+            &s.pin,
+        )
+        .unwrap();
+    let c = s
+        .store
+        .acquire(&windowed("w", "c", hourly.clone()), &[])
+        .unwrap();
+    let Acquire::WindowDone(row) = c.result else {
+        panic!("{c:?}");
+    };
+    assert_eq!(
+        (row.pass_id.as_str(), row.outcome.as_deref()),
+        ("a", Some("ok"))
+    );
+    // The next hour on the store's clock is a new window; failures let it
+    // be claimed again, up to the attempts allowed.
+    s.clock.advance(Duration::from_secs(3600));
+    let mut key = String::new();
+    for (attempt, pass) in [(1, "d"), (2, "e"), (3, "f")] {
+        let got = s
+            .store
+            .acquire(&windowed("w", pass, hourly.clone()), &[])
+            .unwrap();
+        let (Acquire::Acquired(k), Some(claim)) = (got.result, got.claimed) else {
+            panic!("{pass} claims again");
+        };
+        assert_eq!(claim.attempt, attempt);
+        assert_ne!(claim.key, hour);
+        key = claim.key;
+        s.store
+            .release(
+                &k,
+                Some((&ended("w", pass, Outcome::Failed, &key), 10)),
+                &s.pin,
+            )
+            .unwrap();
+    }
+    let g = s.store.acquire(&windowed("w", "g", hourly), &[]).unwrap();
+    assert!(
+        matches!(g.result, Acquire::WindowGivenUp(ref r) if r.attempts == 3),
+        "{g:?}"
+    );
+    let latest = s.store.windows(&[]).unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(
+        (latest[0].key.as_str(), latest[0].attempts),
+        (key.as_str(), 3)
+    );
+    // An evicted claimer's window is ended as abandoned, with its history
+    // row, and may be claimed again.
+    let named = WindowSpec::Key("2026-12-01".into());
+    let h = s
+        .store
+        .acquire(&windowed("k", "h", named.clone()), &[])
+        .unwrap();
+    let Acquire::Acquired(kh) = h.result else {
+        panic!("{h:?}");
+    };
+    assert!(evict(s, &kh, EvictIf::TokenMatches));
+    let row = &s.store.windows(&["k".into()]).unwrap()[0];
+    assert_eq!(row.outcome.as_deref(), Some("abandoned"));
+    let i = s.store.acquire(&windowed("k", "i", named), &[]).unwrap();
+    assert_eq!(i.claimed.map(|c| c.attempt), Some(2));
+    let abandoned = s
+        .store
+        .history(&HistoryQuery {
+            job: Some("k".into()),
+            limit: 10,
+            ..HistoryQuery::default()
+        })
+        .unwrap();
+    assert_eq!(abandoned[0].window.as_deref(), Some("2026-12-01"));
 }
 
 fn take_renew_release(s: &mut Subject) {
@@ -630,6 +747,11 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
     // The job's last pass is the one that took a slot.
     let jobs = s.store.jobs(&["o".into()]).unwrap();
     assert_eq!(jobs[0].last_outcome.as_deref(), Some("ok"));
+}
+
+#[test]
+fn once_per_window() {
+    both(windows_are_claimed_with_the_slot);
 }
 
 #[test]

@@ -14,6 +14,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
+use crate::policy::window::{WindowAsk, WindowRow};
 use crate::renewer::Renewal;
 
 #[cfg(test)]
@@ -233,6 +234,8 @@ pub struct AcquireRequest {
     pub max_hold: Duration,
     /// The container engine the pass declared (`--containers`).
     pub containers: Option<Engine>,
+    /// The window a windowed pass claims with its slot.
+    pub window: Option<WindowAsk>,
 }
 
 impl AcquireRequest {
@@ -265,6 +268,18 @@ pub enum Acquire {
     /// (Queue only) the waiter's row is gone: it was judged a ghost and
     /// removed, or cleared by an operator.
     Gone,
+    /// (Windowed passes) a pass ended ok in the window: the row says which.
+    WindowDone(WindowRow),
+    /// (Windowed passes) every allowed claim of the window was made and
+    /// none ended ok.
+    WindowGivenUp(WindowRow),
+}
+
+/// The window a pass claimed with its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub key: String,
+    pub attempt: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,6 +297,8 @@ pub struct PauseInfo {
 pub struct Attempt {
     pub result: Acquire,
     pub evicted: Vec<Eviction>,
+    /// The window claimed with the slot (windowed passes).
+    pub claimed: Option<Claimed>,
 }
 
 /// A job the store knows, with what status shows about it.
@@ -418,6 +435,8 @@ pub trait Store: Send {
     /// the same transaction.
     fn remove_ghost(&mut self, id: i64, decision: WaiterDecision, by: &str) -> Result<bool>;
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>>;
+    /// The latest claimed window of each of the named jobs (all when empty).
+    fn windows(&mut self, jobs: &[String]) -> Result<Vec<WindowRow>>;
 
     /// What tells this database from another at the same address (a
     /// PostgreSQL store: the cluster's system identifier and the stamp the

@@ -10,6 +10,7 @@ use super::sql::{Row, Value};
 use crate::policy::lease::{Clock, Holder, LeaseKey, LeaseRow, Proc, Stamps, WaiterRow};
 use crate::policy::outcome::{Freed, Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
+use crate::policy::window::WindowRow;
 
 /// The holder's columns, as a lease and a queue row both record them.
 pub const HOLDER_COLS: &str = "host, boot_id, pid_ns, wrapper_pid, wrapper_start, child_pid, \
@@ -27,7 +28,12 @@ pub const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_
 
 /// Every column of a history row that jobrun reads.
 pub const PASS_COLS: &str = "job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
-     duration_ms, exit_code, signal, outcome, waited_ms, freed_reason, freed_by, freed_evidence";
+     duration_ms, exit_code, signal, outcome, waited_ms, freed_reason, freed_by, freed_evidence, \
+     window_key";
+
+/// Every column of a window row.
+pub const WINDOW_COLS: &str = "job, window_key, attempts, max_attempts, pass_id, host, \
+     claimed_ms, ended_ms, outcome";
 
 /// The pause columns.
 pub const PAUSE_COLS: &str = "job, owner, reason, since_ms";
@@ -158,6 +164,23 @@ pub fn pass_record(r: &Row) -> PassRecord {
             by: r.text("freed_by"),
             evidence: r.opt_text("freed_evidence"),
         }),
+        window: r.opt_text("window_key"),
+    }
+}
+
+/// A window row read by `WINDOW_COLS`.
+pub fn window_row(r: &Row) -> WindowRow {
+    let count = |col: &str| u32::try_from(r.int(col).max(0)).unwrap_or(u32::MAX);
+    WindowRow {
+        job: r.text("job"),
+        key: r.text("window_key"),
+        attempts: count("attempts"),
+        max_attempts: count("max_attempts"),
+        pass_id: r.text("pass_id"),
+        host: r.text("host"),
+        claimed_ms: r.int("claimed_ms"),
+        ended_ms: r.opt_int("ended_ms"),
+        outcome: r.opt_text("outcome"),
     }
 }
 

@@ -327,6 +327,46 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    ALTER TABLE waiters ADD COLUMN IF NOT EXISTS containers TEXT; \
                    ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_evidence TEXT;",
     },
+    // `timed-out` (a --wait that ran out) is called `wait-expired`, apart from the new
+    // `timeout` (a command stopped past --timeout); once per window: a window row per
+    // (job, window key) and each pass's window in history. Earlier readers take the new
+    // outcome names as outcomes they do not know and never read the window rows; this
+    // jobrun reads the `timed-out` rows they still write as `wait-expired`: no reader is
+    // fenced out.
+    Step {
+        version: 10,
+        min_reader: 4,
+        sqlite: "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
+ALTER TABLE history ADD COLUMN window_key TEXT;
+CREATE TABLE IF NOT EXISTS windows (
+    job TEXT NOT NULL,
+    window_key TEXT NOT NULL,
+    attempts {int} NOT NULL,
+    max_attempts {int} NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    claimed_ms {int} NOT NULL,
+    ended_ms {int},
+    outcome TEXT,
+    PRIMARY KEY (job, window_key)
+);
+CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);",
+        postgres: "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
+ALTER TABLE history ADD COLUMN IF NOT EXISTS window_key TEXT;
+CREATE TABLE IF NOT EXISTS windows (
+    job TEXT NOT NULL,
+    window_key TEXT NOT NULL,
+    attempts {int} NOT NULL,
+    max_attempts {int} NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    claimed_ms {int} NOT NULL,
+    ended_ms {int},
+    outcome TEXT,
+    PRIMARY KEY (job, window_key)
+);
+CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);",
+    },
     // the tail of the output of a pass that ended badly (`run --keep-output`), by pass id,
     // beside its history row: shown by `history --show`, removed with it
     Step {

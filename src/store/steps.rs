@@ -4,8 +4,8 @@
 //! row as read, draw a token and take a slot, record a pass.
 
 use super::rows::{
-    argv_json, holder_values, lease_row, pause_row, waiter_row, LEASE_COLS, PASS_COLS, PAUSE_COLS,
-    WAITER_COLS,
+    argv_json, holder_values, lease_row, pause_row, waiter_row, window_row, LEASE_COLS, PASS_COLS,
+    PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Conn, Value};
 use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError, StorePin};
@@ -14,6 +14,7 @@ use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow}
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Occupancy;
+use crate::policy::window::{self, Claim, WindowAsk, WindowRow};
 
 /// `WHERE` fragment selecting the named jobs, or all of them.
 pub fn job_filter(col: &str, jobs: &[String], first: usize) -> (String, Vec<Value>) {
@@ -154,9 +155,123 @@ pub fn evict_in(
         return Ok(false);
     }
     let evidence = ev.evidence.as_deref();
-    let pass = PassRecord::abandoned_holder(&row, ev.reason, evidence, by, clock.now_ms);
+    let mut pass = PassRecord::abandoned_holder(&row, ev.reason, evidence, by, clock.now_ms);
+    pass.window = end_window(c, &pass, clock)?;
     insert_pass(c, &pass, None, pass.ended_at_ms)?;
     Ok(true)
+}
+
+/// The window `pass` claimed, if it claimed one and it is still its
+/// latest claim: its end recorded there with the pass's outcome (which
+/// lets the window be claimed again unless it is `ok`). Returns the key.
+pub fn end_window(c: &mut dyn Conn, pass: &PassRecord, clock: &Clock) -> Result<Option<String>> {
+    let rows = c.query(
+        &format!("SELECT {WINDOW_COLS} FROM windows WHERE job = $1 AND pass_id = $2"),
+        &[pass.job.as_str().into(), pass.pass_id.as_str().into()],
+    )?;
+    let Some(w) = rows.first().map(window_row) else {
+        return Ok(None);
+    };
+    c.exec(
+        "UPDATE windows SET outcome = $4, ended_ms = $5 \
+         WHERE job = $1 AND window_key = $2 AND pass_id = $3",
+        &[
+            w.job.as_str().into(),
+            w.key.as_str().into(),
+            w.pass_id.as_str().into(),
+            pass.outcome.as_str().into(),
+            clock.now_ms.into(),
+        ],
+    )?;
+    Ok(Some(w.key))
+}
+
+/// The row of window `key` of `job`, as read now.
+pub fn window_of(c: &mut dyn Conn, job: &str, key: &str) -> Result<Option<WindowRow>> {
+    let rows = c.query(
+        &format!("SELECT {WINDOW_COLS} FROM windows WHERE job = $1 AND window_key = $2"),
+        &[job.into(), key.into()],
+    )?;
+    Ok(rows.first().map(window_row))
+}
+
+/// What a windowed pass found before it took a slot: the window it may
+/// claim (its key, the attempt and the row as read), or why it skips.
+pub enum WindowFound {
+    Claim {
+        key: String,
+        attempt: u32,
+        row: Option<WindowRow>,
+    },
+    Skip(Acquire),
+}
+
+/// Read the window `ask` names at the store's clock and ask the core
+/// whether it may be claimed.
+pub fn find_window(
+    c: &mut dyn Conn,
+    job: &str,
+    ask: &WindowAsk,
+    clock: &Clock,
+) -> Result<WindowFound> {
+    let key = ask.spec.key_at(clock.now_ms);
+    let row = window_of(c, job, &key)?;
+    Ok(match (window::claim(row.as_ref(), ask.attempts), row) {
+        (Claim::Done, Some(r)) => WindowFound::Skip(Acquire::WindowDone(r)),
+        (Claim::GivenUp, Some(r)) => WindowFound::Skip(Acquire::WindowGivenUp(r)),
+        (Claim::Take { attempt }, row) => WindowFound::Claim { key, attempt, row },
+        // The core skips only a window it was shown.
+        (_, None) => WindowFound::Claim {
+            key,
+            attempt: 1,
+            row: None,
+        },
+    })
+}
+
+/// Claim window `key` for `req`'s pass (attempt `attempt`): a new row when
+/// it was never claimed, else the row as read (compare-and-set on its
+/// attempts), never an upsert. Inside the transaction that took the slot.
+pub fn claim_window(
+    c: &mut dyn Conn,
+    req: &AcquireRequest,
+    found: (&str, u32, Option<&WindowRow>),
+    max_attempts: u32,
+    clock: &Clock,
+) -> Result<()> {
+    let (key, attempt, row) = found;
+    let values: Vec<Value> = vec![
+        req.job.as_str().into(),
+        key.into(),
+        attempt.into(),
+        max_attempts.into(),
+        req.pass_id.as_str().into(),
+        req.holder.host.as_str().into(),
+        clock.now_ms.into(),
+    ];
+    let n = match row {
+        None => c.exec(
+            &format!(
+                "INSERT INTO windows (job, window_key, attempts, max_attempts, pass_id, host, \
+                 claimed_ms) VALUES ({})",
+                marks(1, values.len())
+            ),
+            &values,
+        )?,
+        Some(r) => c.exec(
+            "UPDATE windows SET attempts = $3, max_attempts = $4, pass_id = $5, host = $6, \
+             claimed_ms = $7, ended_ms = NULL, outcome = NULL \
+             WHERE job = $1 AND window_key = $2 AND attempts = $8 AND pass_id = $9",
+            &[values, vec![r.attempts.into(), r.pass_id.as_str().into()]].concat(),
+        )?,
+    };
+    if n != 1 {
+        return Err(StoreError::Other(
+            req.job.clone(),
+            format!("window {key} changed while it was being claimed"),
+        ));
+    }
+    Ok(())
 }
 
 /// Apply the evictions whose conditions still hold; return those that
@@ -212,12 +327,14 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i
         reason.into(),
         by.into(),
         evidence.into(),
+        p.window.as_deref().into(),
     ];
     let updated = c.exec(
         "UPDATE history SET token = $3, slot = $4, host = $5, pid = $6, started_ms = $7, \
          ended_ms = $8, duration_ms = $9, exit_code = $10, signal = $11, outcome = $12, \
-         waited_ms = $13 WHERE job = $1 AND pass_id = $2 AND outcome = 'abandoned'",
-        &values[..13],
+         waited_ms = $13, window_key = COALESCE($14, window_key) \
+         WHERE job = $1 AND pass_id = $2 AND outcome = 'abandoned'",
+        &[&values[..13], &values[16..]].concat(),
     )?;
     if updated == 0 {
         c.exec(

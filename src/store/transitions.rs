@@ -11,24 +11,26 @@
 use std::time::Duration;
 
 use super::rows::{
-    argv_json, holder_values, lease_row, pass_record, pause_row, waiter_row, HOLDER_COLS,
-    LEASE_COLS, PASS_COLS, PAUSE_COLS, WAITER_COLS,
+    argv_json, holder_values, lease_row, pass_record, pause_row, waiter_row, window_row,
+    HOLDER_COLS, LEASE_COLS, PASS_COLS, PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
 use super::steps::{
-    ensure_job, evict_all, evict_in, insert_pass, job_filter, meta, occupancy, pause_of, pauses_on,
-    pinned_file, prune_output, still_pinned, take_slot, waiters_of, FORGOTTEN_TOKENS,
+    claim_window, end_window, ensure_job, evict_all, evict_in, find_window, insert_pass,
+    job_filter, meta, occupancy, pause_of, pauses_on, pinned_file, prune_output, still_pinned,
+    take_slot, waiters_of, WindowFound, FORGOTTEN_TOKENS,
 };
 use super::{
-    Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, Result, Store,
-    StorePin, ALL_JOBS,
+    Acquire, AcquireRequest, Attempt, Claimed, Enqueue, Forget, Held, HistoryQuery, JobRow, Result,
+    Store, StorePin, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
-use crate::policy::outcome::PassRecord;
+use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
+use crate::policy::window::WindowRow;
 use crate::renewer::Renewal;
 
 impl<B: Backend> SqlStore<B> {
@@ -54,23 +56,53 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
+/// Claim the window `found` names for `req`'s pass, in the transaction
+/// that just took its slot.
+fn claim_found(
+    c: &mut dyn Conn,
+    req: &AcquireRequest,
+    found: Option<WindowFound>,
+    clock: &Clock,
+) -> Result<Option<Claimed>> {
+    let (Some(WindowFound::Claim { key, attempt, row }), Some(ask)) = (found, &req.window) else {
+        return Ok(None);
+    };
+    claim_window(c, req, (&key, attempt, row.as_ref()), ask.attempts, clock)?;
+    Ok(Some(Claimed { key, attempt }))
+}
+
 impl<B: Backend> Store for SqlStore<B> {
     fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt> {
         let mut evicted = Vec::new();
+        let mut claimed = None;
         let result = self.backend.write(&mut |c| {
+            claimed = None;
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
             evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
             if let Some(p) = pause_of(c, &req.job)? {
                 return Ok(Acquire::Paused(p));
             }
+            let found = match &req.window {
+                Some(ask) => match find_window(c, &req.job, ask, &clock)? {
+                    WindowFound::Skip(why) => return Ok(why),
+                    found => Some(found),
+                },
+                None => None,
+            };
             let occ = occupancy(c, &req.job, Some(req.slots))?;
             if !occ.room_past_the_queue() {
                 return Ok(Acquire::Full);
             }
-            take_slot(c, req, &occ, &clock, counter)
+            let got = take_slot(c, req, &occ, &clock, counter)?;
+            claimed = claim_found(c, req, found, &clock)?;
+            Ok(got)
         })?;
-        Ok(Attempt { result, evicted })
+        Ok(Attempt {
+            result,
+            evicted,
+            claimed,
+        })
     }
 
     fn release(
@@ -88,6 +120,9 @@ impl<B: Backend> Store for SqlStore<B> {
             )?;
             if let Some((p, keep)) = pass {
                 let clock = c.clock()?;
+                if p.window.is_some() {
+                    end_window(c, p, &clock)?;
+                }
                 insert_pass(c, p, Some(keep), clock.now_ms)?;
             }
             if n > 0 {
@@ -177,7 +212,13 @@ impl<B: Backend> Store for SqlStore<B> {
             }
             if let Some(o) = q.outcome {
                 params.push(o.as_str().into());
-                conds.push(format!("outcome = ${}", params.len()));
+                let mut cond = format!("outcome = ${}", params.len());
+                // An earlier jobrun sharing the store still writes its old name.
+                if o == Outcome::WaitExpired {
+                    params.push(Outcome::WAIT_EXPIRED_BEFORE.into());
+                    cond = format!("({cond} OR outcome = ${})", params.len());
+                }
+                conds.push(cond);
             }
             let rows = c.query(
                 &format!(
@@ -227,6 +268,7 @@ impl<B: Backend> Store for SqlStore<B> {
             )?;
             c.exec("DELETE FROM history WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM pass_output WHERE job = $1", &[job.into()])?;
+            c.exec("DELETE FROM windows WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
             Ok(Forget::Forgotten)
         })
@@ -395,8 +437,10 @@ impl<B: Backend> Store for SqlStore<B> {
     ) -> Result<Attempt> {
         pinned_file(pin)?;
         let mut evicted = Vec::new();
+        let mut claimed = None;
         let result = self.backend.write(&mut |c| {
             still_pinned(c, pin)?;
+            claimed = None;
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
             evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
@@ -411,10 +455,25 @@ impl<B: Backend> Store for SqlStore<B> {
             if let Turn::Behind(position) = turn {
                 return Ok(Acquire::Behind(position));
             }
+            // Its turn: a window done meanwhile ends the waiter (it leaves
+            // the queue itself).
+            let found = match &req.window {
+                Some(ask) => match find_window(c, &req.job, ask, &clock)? {
+                    WindowFound::Skip(why) => return Ok(why),
+                    found => Some(found),
+                },
+                None => None,
+            };
             c.exec("DELETE FROM waiters WHERE id = $1", &[id.into()])?;
-            take_slot(c, req, &occ, &clock, counter)
+            let got = take_slot(c, req, &occ, &clock, counter)?;
+            claimed = claim_found(c, req, found, &clock)?;
+            Ok(got)
         })?;
-        Ok(Attempt { result, evicted })
+        Ok(Attempt {
+            result,
+            evicted,
+            claimed,
+        })
     }
 
     fn depart(&mut self, id: i64, pin: &StorePin) -> Result<bool> {
@@ -487,6 +546,23 @@ impl<B: Backend> Store for SqlStore<B> {
         let pinned = pin.database();
         let found = self.backend.renew(&renew, pinned)?;
         Ok(found.renewal(pinned))
+    }
+
+    fn windows(&mut self, jobs: &[String]) -> Result<Vec<WindowRow>> {
+        self.backend.read(&mut |c| {
+            let (filter, params) = job_filter("w.job", jobs, 1);
+            let rows = c.query(
+                &format!(
+                    "SELECT {WINDOW_COLS} FROM windows w WHERE {filter} AND w.claimed_ms = \
+                     (SELECT MAX(claimed_ms) FROM windows x WHERE x.job = w.job) \
+                     ORDER BY w.job, w.window_key"
+                ),
+                &params,
+            )?;
+            let mut latest: Vec<WindowRow> = rows.iter().map(window_row).collect();
+            latest.dedup_by(|a, b| a.job == b.job);
+            Ok(latest)
+        })
     }
 
     fn waiters(&mut self, jobs: &[String]) -> Result<Vec<WaiterRow>> {

@@ -194,9 +194,52 @@ fn the_previous_release_keeps_working_on_a_migrated_store(env: &TestEnv) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+/// Rows of what the previous release does not know (windows, the outcomes
+/// `done`, `timeout` and `wait-expired`) leave it working: it shows them
+/// as outcomes it does not know, and its own passes of a windowed job
+/// change nothing of the window.
+fn the_previous_release_works_beside_windows_and_new_outcomes(env: &TestEnv) {
+    let Some(bin) = old_bin() else { return };
+    for args in [
+        &["run", "--window", "w", "j", "--", "true"][..],
+        &["run", "--window", "w", "j", "--", "true"],
+        &["run", "--timeout", "1s", "t", "--", "sleep", "5"],
+    ] {
+        let out = env.run(args);
+        assert!(
+            [Some(0), Some(124)].contains(&out.status.code()),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    for args in [
+        &["history", "j"][..],
+        &["history", "t", "--json"],
+        &["status"],
+        &["run", "j", "--", "true"],
+    ] {
+        let out = old(&bin, env, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = env.run(&["run", "--window", "w", "j", "--", "touch", "ran"]);
+    assert!(
+        text(&out.stderr).contains("window w done"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!env.path("ran").exists());
+    let outcomes: Vec<_> = env
+        .history("j")
+        .iter()
+        .map(|p| p.outcome.as_str())
+        .collect();
+    assert_eq!(outcomes, ["done", "ok", "done", "ok"]);
+}
+
 both_stores!(
     a_store_of_the_previous_release_is_adopted,
     the_previous_release_keeps_working_on_a_migrated_store,
+    the_previous_release_works_beside_windows_and_new_outcomes,
 );
 
 /// A store whose minimum reader is newer than this jobrun is refused with

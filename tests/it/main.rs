@@ -11,6 +11,7 @@ mod evidence;
 mod faults;
 mod figures;
 mod fleet;
+mod fleetcron;
 mod forged;
 mod frontpage;
 mod generated;

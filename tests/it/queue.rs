@@ -290,7 +290,7 @@ echo "- $JOBRUN_PASS $JOBRUN_SLOT" >> herd.log"#,
                 assert_eq!(*code, Some(0), "waiter {i}: {err}");
                 assert!(ran.contains(id), "waiter {i} ok but its child never ran");
             }
-            (Outcome::TimedOut, "100ms") => {
+            (Outcome::WaitExpired, "100ms") => {
                 assert_eq!(*code, Some(75), "waiter {i}: {err}");
                 assert!(err.contains("gave up waiting"), "waiter {i}: {err}");
                 assert!(!ran.contains(id), "waiter {i} timed out but its child ran");

@@ -56,7 +56,11 @@ pub fn json_output(r: &mut Roff) {
                  "waited_ms": 5000, "command": ["./poll"]}]},
   "last": null | {"outcome": "ok", "duration_ms": 3100,
                   "ended_ago_ms": 60000},
-  "last_attempt": null | {"outcome": "skipped", "ended_ago_ms": 120000}}]}"#,
+  "last_attempt": null | {"outcome": "skipped", "ended_ago_ms": 120000},
+  "window": null | {"key": "1764579600", "state": "done", "attempts": 1,
+    "max_attempts": 3, "pass_id": "3f2a9c0b11de", "host": "web2",
+    "claimed": "2026-12-01T09:00:00Z", "ended": "2026-12-01T09:00:03Z",
+    "outcome": "ok"}}]}"#,
     );
     let states: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
     para(
@@ -68,7 +72,13 @@ pub fn json_output(r: &mut Roff) {
              `pause --all`); `containers` is the engine a pass declared with `run \
              --containers`, whose answer about the pass's label the verdict includes. \
              `last` is the last pass that took a slot; `last_attempt` the last pass of any \
-             kind (a skip shows that the scheduler fired).",
+             kind (a skip shows that the scheduler fired). `window` is the latest window a \
+             `--once-per` or `--window` pass claimed (null for a job never run so): its \
+             `key` (the window's start in Unix seconds, or the `--window` key), `state` \
+             (claimed, done, failed: it may be claimed again, or given-up), the claims made \
+             (`attempts`) of the `max_attempts` its latest claimer allowed, and that claim's \
+             `pass_id`, `host`, `claimed` and `ended` times and `outcome` (null while it \
+             runs).",
             either(&states)
         ),
     );
@@ -80,7 +90,7 @@ pub fn json_output(r: &mut Roff) {
    "token": 1764410400000001, "slot": 0, "host": "web1", "pid": 4242,
    "started_at_ms": 1764410400000, "ended_at_ms": 1764410403100,
    "duration_ms": 3100, "waited_ms": 0, "exit_code": 0, "signal": null,
-   "outcome": "ok", "freed": null}],
+   "outcome": "ok", "freed": null, "window": null}],
  "summary": [{"job": "feeds.poll", "count": 288, "mean_ms": 3000,
    "p50_ms": 2900, "p95_ms": 4100, "max_ms": 9000,
    "outcomes": {"ok": 287, "skipped": 1}}]}"#,
@@ -97,7 +107,8 @@ pub fn json_output(r: &mut Roff) {
              its slot or removed its queue row: then it says why (`reason`: dead, \
              lapsed-unknown, forfeited or forced), who (`by`) and on what verdict \
              (`evidence`, naming what was asked: the pass's processes and, for a `run \
-             --containers` pass, its containers; null for a ghost waiter). The summary \
+             --containers` pass, its containers; null for a ghost waiter); `window` is the \
+             window of a `--once-per` or `--window` pass (null otherwise). The summary \
              counts durations of the passes that ran a command, over the passes that match \
              `--since` and `--outcome` (never only the `--limit` shown).",
             either(&outcomes)
@@ -121,6 +132,22 @@ pub fn main_examples(r: &mut Roff) {
 JOBRUN_DB=/var/lib/jobrun/jobrun.db
 */5 * * * * jobrun run -q feeds.poll -- /srv/app/bin/poll-due-feeds
 0 * * * * jobrun run -E 75 digest.flush -- /srv/app/bin/flush --date "$(date +\%F)""#,
+    );
+    subheading(r, "A fleet");
+    r.text(prose(
+        "The same crontab on every host, with a PostgreSQL store they share: each host \
+         polls in its own place in the first two minutes and never two at once, a pass \
+         runs at most 20 minutes (exit 124 past it), and the hourly flush runs once per \
+         hour on whichever host comes first, another host taking over when it fails:",
+    ));
+    literal(
+        r,
+        r#"JOBRUN_DB=postgres://jobrun@db.internal/jobrun?sslmode=verify-full
+JOBRUN_SPREAD=2m
+JOBRUN_TIMEOUT=20m
+*/5 * * * * jobrun run feeds.poll -- /srv/app/bin/poll-due-feeds
+0 * * * * jobrun run --once-per 1h digest.flush -- /srv/app/bin/flush
+30 2 * * * jobrun run --window "$(date +\%F)" reports.daily -- /srv/app/bin/daily"#,
     );
     subheading(r, "systemd");
     r.text(prose(
@@ -217,7 +244,10 @@ pub fn sub_examples(r: &mut Roff, sub: &str) {
             "jobrun run --lease 2m -E 75 feeds.poll -- /srv/app/bin/poll-due-feeds
 jobrun run --slots 3 --wait 10m thumbs.render -- ./render --fast
 jobrun run --containers docker feeds.poll -- \\
-    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'"
+    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'
+jobrun run --timeout 20m --spread 2m --jitter 30s feeds.poll -- /srv/app/bin/poll-due-feeds
+jobrun run --once-per 1h digest.flush -- /srv/app/bin/flush --hour \"$JOBRUN_WINDOW\"
+jobrun run --window \"$(date +%F)\" --window-attempts 5 reports.daily -- ./daily"
         }
         "status" => {
             "jobrun status

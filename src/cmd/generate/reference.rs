@@ -40,7 +40,7 @@ pub fn db_mode_for(sub: &str) -> Option<&'static str> {
 /// The exit statuses of a subcommand's page, with what each means there
 /// when that says more than the table.
 fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
-    use exit::{CANNOT_EXECUTE, INCOMPLETE, JOBRUN_FAILED, NOT_FOUND, OK};
+    use exit::{CANNOT_EXECUTE, INCOMPLETE, JOBRUN_FAILED, NOT_FOUND, OK, TIMEOUT};
     let failed = (Status::Code(JOBRUN_FAILED), None);
     match sub {
         "run" => vec![
@@ -48,6 +48,7 @@ fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
             (Status::Signal, None),
             (Status::Conflict, None),
             (Status::Coalesced, None),
+            (Status::Code(TIMEOUT), None),
             failed,
             (Status::Code(CANNOT_EXECUTE), None),
             (Status::Code(NOT_FOUND), None),
@@ -130,7 +131,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 4] = [
+pub const SETTING_VARIABLES: [(&str, &str); 5] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -153,10 +154,15 @@ pub const SETTING_VARIABLES: [(&str, &str); 4] = [
          a store replaced in that moment (refused: what is opened must be what was \
          checked). Anything but a FIFO there is ignored.",
     ),
+    (
+        crate::policy::delay::SEED_ENV,
+        "Any text: `run --jitter` draws its wait from it instead of the kernel's randomness, \
+         the same wait for the same text and job (a test seam; `--spread` needs none).",
+    ),
 ];
 
 /// The variables jobrun gives the command.
-pub const COMMAND_VARIABLES: [(&str, &str); 6] = [
+pub const COMMAND_VARIABLES: [(&str, &str); 7] = [
     (crate::spawn::JOB_ENV, "The job's name."),
     (
         crate::spawn::TOKEN_ENV,
@@ -184,6 +190,12 @@ pub const COMMAND_VARIABLES: [(&str, &str); 6] = [
         "With `--containers` only: `jobrun.pass=` and the pass's id, the label its \
          containers must carry (`--label \"$JOBRUN_LABEL\"`); whoever judges or stops the \
          pass asks the engine about that label.",
+    ),
+    (
+        crate::cmd::run::WINDOW_ENV,
+        "With `--once-per` or `--window` only: the window the pass claimed: its start in Unix \
+         seconds on the store's clock for `--once-per`, the key for `--window`. The command \
+         can fence its writes with it.",
     ),
 ];
 

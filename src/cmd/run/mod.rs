@@ -42,6 +42,7 @@ use crate::cmd::{evidence, open_to_write};
 use crate::evidence::Evidence;
 use crate::files::{remove_stale_lock, HolderLock};
 use crate::policy::lease::{Eviction, Holder, LeaseKey};
+use crate::policy::window::{WindowRow, WindowSpec};
 use crate::process::this_process;
 use crate::report::{escape, utc_ms};
 use crate::say;
@@ -52,6 +53,8 @@ use crate::supervise::{self, Event};
 
 /// The variable `--db` is read from (`cli::Cli::db`).
 const DB_ENV: &str = "JOBRUN_DB";
+/// The window a windowed pass runs in, as its command gets it.
+pub const WINDOW_ENV: &str = "JOBRUN_WINDOW";
 
 /// A fresh pass id: 12 random hex digits.
 fn new_pass_id() -> String {
@@ -116,6 +119,9 @@ struct Ctx {
     warned: HashSet<(u32, i64)>,
     /// The command's output, when captured: read from its release on.
     capture: Option<crate::capture::Capture>,
+    /// The window this pass claimed with its slot, or found done or given
+    /// up: history records it.
+    window: Option<String>,
 }
 
 /// A pass whose command is forked and held before exec, not yet on record.
@@ -156,6 +162,16 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     // and acted on, never the default "die holding it".
     let (sender, events) = mpsc::channel();
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
+    // --spread and --jitter: before anything is taken, and apart from the
+    // pass's own wait and duration.
+    if let Some(sig) = delay_before_pass(&settings, &events) {
+        say!(
+            "{}: stopped by signal {sig} before trying for a slot (--spread/--jitter wait); \
+             nothing was taken",
+            settings.job
+        );
+        return Ok(crate::exit::of_signal(sig));
+    }
     let started_ms = now_ms();
     let started = Instant::now();
     // A pass whose containers could be neither judged nor stopped here
@@ -206,11 +222,22 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         Some(out) => Some(output::prepare(&spec, &pass_id, out)?),
         None => None,
     };
-    let held = HeldChild::fork(
+    // The window: an operator's key is known now; a --once-per window's
+    // start is the store's to say, in the transaction that claims it.
+    let numbered = match settings.window.as_ref().map(|w| &w.spec) {
+        Some(WindowSpec::Key(key)) => {
+            env.push((WINDOW_ENV, key.clone()));
+            None
+        }
+        Some(WindowSpec::Every(_)) => Some(WINDOW_ENV),
+        None => None,
+    };
+    let held = HeldChild::fork_numbered(
         &settings.argv,
         &env,
         unset,
         capture.as_ref().map(|c| c.command_end()),
+        numbered,
     )
     .map_err(|e| anyhow::anyhow!(e.message))?;
     let identity = &evidence.me;
@@ -235,6 +262,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         lease: settings.lease,
         max_hold: settings.max_hold,
         containers: settings.containers,
+        window: settings.window.clone(),
     };
     let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),
@@ -249,6 +277,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         pin,
         warned: HashSet::new(),
         capture,
+        window: None,
     };
     let code = match (Prepared { ctx, held }).take() {
         Ok(Taken::Holding(h)) => h.run(),
@@ -261,9 +290,68 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     code
 }
 
+/// Wait the pass's `--spread` offset and `--jitter` before it tries for a
+/// slot. `Some(signal)` when a stop signal (TERM, INT, HUP, QUIT) arrived
+/// meanwhile: the pass then ends at once.
+fn delay_before_pass(settings: &RunSettings, events: &Receiver<Event>) -> Option<i32> {
+    if settings.spread.is_none() && settings.jitter.is_none() {
+        return None;
+    }
+    let seed = std::env::var(crate::policy::delay::SEED_ENV)
+        .ok()
+        .map(|s| crate::policy::delay::stable_hash(&[s.as_bytes(), settings.job.as_bytes()]));
+    let draw = seed
+        .unwrap_or_else(|| crate::random::bytes::<8>().map_or(now_ms() as u64, u64::from_le_bytes));
+    let host = crate::process::identity::Identity::current().host;
+    let wait = crate::policy::delay::before_pass(
+        &host,
+        &settings.job,
+        settings.spread,
+        settings.jitter,
+        draw,
+    );
+    let until = crate::clock::deadline_after(wait);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        match events.recv_timeout(left) {
+            Ok(Event::Signal(sig)) => {
+                if let supervise::SignalKind::Stop { .. } = supervise::classify(sig) {
+                    return Some(sig);
+                }
+            }
+            Ok(_) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => return None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(left);
+                return None;
+            }
+        }
+    }
+}
+
 impl Ctx {
     fn label(&self) -> String {
         self.settings.job.clone()
+    }
+}
+
+/// A windowed pass that found its window done (or, `given_up`, out of
+/// attempts): the line naming who did it, as text from the store escaped.
+fn window_line(row: &WindowRow, given_up: bool) -> String {
+    let (key, pass, host) = (escape(&row.key), escape(&row.pass_id), escape(&row.host));
+    let at = row.ended_ms.map_or_else(|| "?".to_string(), utc_ms);
+    if given_up {
+        let outcome = escape(row.outcome.as_deref().unwrap_or("no recorded end"));
+        format!(
+            "window {key} given up after {} attempts (the last: pass {pass} on {host}, \
+             {outcome} at {at})",
+            row.attempts
+        )
+    } else {
+        format!("window {key} done: pass {pass} on {host} ended ok at {at}")
     }
 }
 

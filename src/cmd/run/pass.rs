@@ -15,6 +15,7 @@ use crate::exit;
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Ending, Outcome, PassRecord};
+use crate::policy::window::WindowRow;
 use crate::policy::Liveness;
 use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
@@ -44,6 +45,14 @@ impl Prepared {
         }
         match got {
             Acquire::Acquired(key) => Ok(Taken::Holding(Holding { ctx, held, key })),
+            Acquire::WindowDone(row) => {
+                drop(held);
+                ctx.window_skip(&row, false).map(Taken::Done)
+            }
+            Acquire::WindowGivenUp(row) => {
+                drop(held);
+                ctx.window_skip(&row, true).map(Taken::Done)
+            }
             _ if ctx.settings.wait.is_some() => ctx.enqueue(held),
             Acquire::Paused(p) => {
                 drop(held);
@@ -68,7 +77,30 @@ impl Ctx {
         let req = &self.req;
         let attempt = self.store.while_busy(|s| s.acquire(req, &evict))?;
         report_evictions(plan, &attempt, &self.evidence);
+        if let Some(c) = &attempt.claimed {
+            self.window = Some(c.key.clone());
+        }
         Ok(attempt.result)
+    }
+
+    /// The window was done (or given up): one line naming who did it, the
+    /// pass recorded as `done` (or `skipped`), the conflict code.
+    pub(super) fn window_skip(&mut self, row: &WindowRow, given_up: bool) -> Result<i32> {
+        if !self.settings.quiet {
+            say!(
+                "{}: {}; skipping",
+                self.label(),
+                super::window_line(row, given_up)
+            );
+        }
+        self.window = Some(row.key.clone());
+        let outcome = if given_up {
+            Outcome::Skipped
+        } else {
+            Outcome::Done
+        };
+        self.record_not_run(outcome)?;
+        Ok(self.settings.conflict_exit_code)
     }
 
     /// Judge every holder of the job and plan what the rules free, with the
@@ -226,6 +258,7 @@ impl Ctx {
             signal,
             outcome,
             freed: None,
+            window: self.window.clone(),
         }
     }
 
@@ -357,7 +390,9 @@ impl Holding {
         // On record with the slot: let it exec, with its fencing token.
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
-        let mut child = held.release(key.token, key.slot);
+        // A --once-per window's start, for JOBRUN_WINDOW (its key).
+        let window_start = ctx.window.as_deref().and_then(|k| k.parse::<u64>().ok());
+        let mut child = held.release_numbered(key.token, key.slot, window_start.unwrap_or(0));
         ctx.child_started = Some(Instant::now());
         let watched = supervise::watch_exit(child.id(), ctx.sender.clone())
             .context("cannot watch the child")
@@ -372,14 +407,15 @@ impl Holding {
                 return Err(e);
             }
         };
-        let ended = supervise::supervise(
-            &mut child,
-            &ctx.events,
-            ctx.settings.kill_after,
-            ctx.settings.on_lost,
-            &label,
-            &Log::stderr(),
-        );
+        let how = supervise::Stopping {
+            kill_after: ctx.settings.kill_after,
+            on_lost: ctx.settings.on_lost,
+            timeout: ctx
+                .settings
+                .timeout
+                .map(|t| (crate::clock::deadline_after(t), t)),
+        };
+        let ended = supervise::supervise(&mut child, &ctx.events, how, &label, &Log::stderr());
         let exec_failed = child.exec_failure(&escape(&ctx.settings.argv_text[0]));
         if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {
             // The containers it started are the pass's work too.
@@ -412,12 +448,17 @@ impl Holding {
             stopped_by: ended.stopped_by,
             killed: ended.killed,
             lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
+            timed_out: ended.timed_out,
         });
         ctx.finish(&key, outcome, ended.code, ended.signal);
         if let Some(s) = spooled {
             ctx.end_output(s, outcome);
         }
-        Ok(ended.exit_code())
+        Ok(if outcome == Outcome::Timeout {
+            exit::TIMEOUT
+        } else {
+            ended.exit_code()
+        })
     }
 }
 

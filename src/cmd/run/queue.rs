@@ -15,6 +15,7 @@ use crate::policy::lease::{decide_waiter, Eviction, WaiterDecision};
 use crate::policy::outcome::Outcome;
 use crate::policy::pause;
 use crate::policy::slots::{Occupancy, Turn};
+use crate::policy::window::WindowRow;
 use crate::report::{escape, human_ms};
 use crate::say;
 use crate::spawn::HeldChild;
@@ -40,6 +41,9 @@ impl Ctx {
             .get()?
             .promote(id, &self.req, &evict, &self.pin)?;
         report_evictions(plan, &attempt, &self.evidence);
+        if let Some(c) = &attempt.claimed {
+            self.window = Some(c.key.clone());
+        }
         Ok(attempt.result)
     }
 
@@ -67,6 +71,14 @@ impl Ctx {
             })),
         }
     }
+}
+
+/// How a wait ended without a slot.
+enum Ending {
+    /// It gave up (why, and its outcome).
+    GaveUp(&'static str, Outcome),
+    /// Its window was done (false) or given up (true) when its turn came.
+    Window(WindowRow, bool),
 }
 
 impl Queued {
@@ -119,7 +131,7 @@ impl Queued {
             match this.queue_step(id) {
                 Ok(Acquire::Acquired(key)) => break Ok(key),
                 Ok(Acquire::Gone) => {
-                    break Err((
+                    break Err(Ending::GaveUp(
                         "its queue row was removed (cleared as a ghost)",
                         Outcome::Skipped,
                     ))
@@ -135,6 +147,10 @@ impl Queued {
                     paused = false;
                 }
                 Ok(Acquire::Full) => {}
+                // Its turn came and its window was done meanwhile (or
+                // given up): it ends as a pass that found it so.
+                Ok(Acquire::WindowDone(row)) => break Err(Ending::Window(row, false)),
+                Ok(Acquire::WindowGivenUp(row)) => break Err(Ending::Window(row, true)),
                 // A store that is busy or unreachable for a moment costs
                 // this waiter polls, not its place: it keeps waiting (its
                 // renewer keeps the row) and tries a fresh connection.
@@ -166,7 +182,7 @@ impl Queued {
                 } else {
                     "timed out"
                 };
-                break Err((why, Outcome::TimedOut));
+                break Err(Ending::GaveUp(why, Outcome::WaitExpired));
             }
             let left = deadline.map_or(poll, |d| d.saturating_duration_since(now));
             if listener.is_some() && poll >= Duration::from_secs(1) {
@@ -182,7 +198,9 @@ impl Queued {
                     this.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::of_signal(s));
                 }
-                Ok(Event::LeaseLost) => break Err(("its queue row was lost", Outcome::Skipped)),
+                Ok(Event::LeaseLost) => {
+                    break Err(Ending::GaveUp("its queue row was lost", Outcome::Skipped))
+                }
                 // A release on this machine: look again at once.
                 Ok(_) => poll = Duration::from_millis(20),
                 Err(RecvTimeoutError::Timeout) => {
@@ -207,7 +225,13 @@ impl Queued {
                 }
                 .run()
             }
-            Err((why, outcome)) => {
+            Err(Ending::Window(row, given_up)) => {
+                drop(held);
+                let pin = Arc::clone(&this.pin);
+                let _ = this.store.with_retries(|store| store.depart(id, &pin));
+                this.window_skip(&row, given_up)
+            }
+            Err(Ending::GaveUp(why, outcome)) => {
                 drop(held);
                 let pin = Arc::clone(&this.pin);
                 let _ = this.store.with_retries(|store| store.depart(id, &pin));
