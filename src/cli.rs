@@ -274,6 +274,34 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_CONTAINERS", value_enum, value_name = "ENGINE")]
     pub containers: Option<ContainersArg>,
 
+    /// A shell line run (by /bin/sh -c) when the command starts, beside it,
+    /// never delaying it; it sees JOBRUN_JOB, JOBRUN_PASS, JOBRUN_TOKEN and
+    /// JOBRUN_SLOT.
+    #[arg(long, env = "JOBRUN_ON_START", value_name = "SHELL-LINE")]
+    pub on_start: Option<String>,
+
+    /// A shell line run after a pass that ended ok, once its slot is
+    /// released; it also sees JOBRUN_OUTCOME, JOBRUN_EXIT_CODE and
+    /// JOBRUN_DURATION_MS.
+    #[arg(long, env = "JOBRUN_ON_SUCCESS", value_name = "SHELL-LINE")]
+    pub on_success: Option<String>,
+
+    /// A shell line run after a pass that ended badly (failed, killed,
+    /// lost-lease, spawn-failed), once its slot is released; never after a
+    /// pass whose command did not run, nor one stopped by the operator.
+    #[arg(long, env = "JOBRUN_ON_FAILURE", value_name = "SHELL-LINE")]
+    pub on_failure: Option<String>,
+
+    /// How long a hook may run: past it its process group is killed (and
+    /// logged); a hook never changes the pass's exit code or outcome.
+    #[arg(
+        long,
+        env = "JOBRUN_HOOK_TIMEOUT",
+        default_value = "10s",
+        value_name = "DURATION"
+    )]
+    pub hook_timeout: String,
+
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]

@@ -15,6 +15,7 @@ pub(crate) mod engine;
 pub(crate) mod evidence;
 pub(crate) mod exit;
 pub(crate) mod files;
+pub(crate) mod hook;
 pub mod model;
 pub(crate) mod policy;
 pub(crate) mod process;

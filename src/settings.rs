@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use crate::cli::RunArgs;
+use crate::hook::Hooks;
 use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::pause::PauseScope;
@@ -315,6 +316,8 @@ pub struct RunSettings {
     pub keep_history: u32,
     /// The container engine the command hands its work to.
     pub containers: Option<Engine>,
+    /// `--on-start`, `--on-success`, `--on-failure`, `--hook-timeout`.
+    pub hooks: Hooks,
 }
 
 impl RunSettings {
@@ -327,6 +330,7 @@ impl RunSettings {
         let max_hold = duration("--max-hold/JOBRUN_MAX_HOLD", &a.max_hold)?;
         let kill_after = duration("--kill-after/JOBRUN_KILL_AFTER", &a.kill_after)?;
         let wait = duration("--wait/JOBRUN_WAIT", &a.wait)?;
+        let hook_timeout = duration("--hook-timeout/JOBRUN_HOOK_TIMEOUT", &a.hook_timeout)?;
         if lease < MIN_LEASE {
             bail!(
                 "--lease {} is too short: the lease is renewed every third of it (at least every \
@@ -365,6 +369,12 @@ impl RunSettings {
                 crate::cli::ContainersArg::Docker => Engine::Docker,
                 crate::cli::ContainersArg::Podman => Engine::Podman,
             }),
+            hooks: Hooks {
+                on_start: a.on_start.clone(),
+                on_success: a.on_success.clone(),
+                on_failure: a.on_failure.clone(),
+                timeout: hook_timeout,
+            },
         })
     }
 }

@@ -13,6 +13,7 @@ mod fleet;
 mod forged;
 mod frontpage;
 mod generated;
+mod hooks;
 mod input;
 mod install;
 mod jobs;

@@ -217,7 +217,9 @@ pub fn sub_examples(r: &mut Roff, sub: &str) {
             "jobrun run --lease 2m -E 75 feeds.poll -- /srv/app/bin/poll-due-feeds
 jobrun run --slots 3 --wait 10m thumbs.render -- ./render --fast
 jobrun run --containers docker feeds.poll -- \\
-    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'"
+    sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'
+jobrun run --on-success 'curl -fsS -m 10 https://hc-ping.com/UUID' \\
+    --on-failure 'curl -fsS -m 10 https://hc-ping.com/UUID/fail' feeds.poll -- ./poll"
         }
         "status" => {
             "jobrun status

@@ -100,6 +100,7 @@ pub fn sub_page(root: &Command, sub: &Command) -> Result<Vec<u8>> {
     reference::exit_status(&mut r, Some(sub_name));
     if sub_name == "run" {
         reference::signals(&mut r, root);
+        reference::hooks(&mut r);
     }
     if sub_name == "history" {
         reference::outcomes(&mut r);

@@ -242,6 +242,12 @@ pub fn environment(r: &mut Roff, root: &Command) {
         r.control("B", [env]);
         r.text(prose(what));
     }
+    para(r, "and these too in a hook's (see HOOKS in jobrun-run(1)):");
+    for (env, what) in HOOK_VARIABLES {
+        r.control("TP", []);
+        r.control("B", [env]);
+        r.text(prose(what));
+    }
 }
 
 /// Stand-ins for the parts of a path that vary.
@@ -457,5 +463,65 @@ pub fn outcomes(r: &mut Roff) {
     ));
     for o in Outcome::ALL {
         item(r, vec![bold(o.as_str())], help_text(o.meaning()));
+    }
+}
+
+/// The variables a hook finds, beside those the command gets.
+pub const HOOK_VARIABLES: [(&str, &str); 3] = [
+    (
+        crate::hook::OUTCOME_ENV,
+        "End hooks only: how the pass ended, as history records it (see OUTCOMES in \
+         jobrun-history(1)).",
+    ),
+    (
+        crate::hook::EXIT_CODE_ENV,
+        "End hooks only: the code the pass exits with (128+N when the command died of \
+         signal N).",
+    ),
+    (
+        crate::hook::DURATION_ENV,
+        "End hooks only: how long the command ran, in milliseconds, as history records it.",
+    ),
+];
+
+/// HOOKS (jobrun-run(1)): when each hook runs, what it sees, what bounds it.
+pub fn hooks(r: &mut Roff) {
+    heading(r, "HOOKS");
+    let fired = |bad: bool| {
+        Outcome::ALL
+            .into_iter()
+            .filter(|o| o.ended_badly() == bad && (bad || *o == Outcome::Ok))
+            .map(Outcome::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    r.text(prose(&format!(
+        "Each hook is one shell line, run by `/bin/sh -c` in a process group of its own, \
+         with stdin from /dev/null and its output on jobrun's stderr. `--on-start` runs \
+         when the command starts, beside it, and never delays it. Once the pass has given \
+         its slot back (so a slow hook never holds the job), `--on-success` runs after a \
+         pass that ended {ok} and `--on-failure` after one that ended {bad}. A pass whose \
+         command never ran (skipped, coalesced, a `--wait` that ran out) and a pass \
+         stopped by the operator fire neither.",
+        ok = fired(false),
+        bad = fired(true),
+    )));
+    para(
+        r,
+        "A hook is limited by `--hook-timeout` (default 10s): past it its process group is \
+         killed, and when its shell ends anything it left in its group is killed too. A \
+         hook that fails, dies or is killed is logged as a warning and never changes the \
+         pass's exit code or outcome. jobrun waits for its hooks (each bounded by the \
+         timeout) before it exits. A hook does not see `JOBRUN_ON_START`, \
+         `JOBRUN_ON_SUCCESS` or `JOBRUN_ON_FAILURE`, so a `jobrun run` inside a hook fires \
+         no hooks of its own.",
+    );
+    para(
+        r,
+        "A hook sees the command's `JOBRUN_JOB`, `JOBRUN_PASS`, `JOBRUN_TOKEN` and \
+         `JOBRUN_SLOT`, and:",
+    );
+    for (env, what) in HOOK_VARIABLES {
+        item(r, vec![bold(env)], help_text(what));
     }
 }

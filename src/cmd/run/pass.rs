@@ -11,6 +11,7 @@ use crate::clock::now_ms;
 use crate::cmd::{holder_name, judge_lease, judged};
 use crate::evidence::StoreReach;
 use crate::exit;
+use crate::hook::{self, EndVars, PassVars, StartHook};
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Ending, Outcome, PassRecord};
@@ -270,7 +271,16 @@ impl Ctx {
     /// keeps failing the lease lapses on its own (and the dead wrapper's
     /// evidence frees it sooner); the pass still exits with its command's
     /// code.
-    fn finish(&mut self, key: &LeaseKey, outcome: Outcome, code: Option<i32>, signal: Option<i32>) {
+    ///
+    /// Returns how long the command ran, as history has it.
+    fn finish(
+        &mut self,
+        key: &LeaseKey,
+        outcome: Outcome,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> i64 {
+        let pass = self.pass_record(Some(key), outcome, code, signal);
         // A store deleted or replaced under the pass: its lease went with
         // it, and the store now at that path (if any) never knew the pass.
         if let Err(why) = self.pin.check_file() {
@@ -279,9 +289,8 @@ impl Ctx {
                 key.job,
                 key.slot
             );
-            return;
+            return pass.duration_ms;
         }
-        let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
         match self
             .store
@@ -303,6 +312,26 @@ impl Ctx {
                 key.slot
             ),
         }
+        pass.duration_ms
+    }
+
+    /// The pass as its hooks see it.
+    fn hook_vars(&self, key: &LeaseKey) -> PassVars {
+        PassVars {
+            job: key.job.clone(),
+            pass_id: self.req.pass_id.clone(),
+            token: key.token,
+            slot: key.slot,
+        }
+    }
+
+    /// The slot is given back: wait for the start hook, then run the end
+    /// hook the outcome fires. Neither changes the pass's exit code.
+    fn after(&self, key: &LeaseKey, start: Option<StartHook>, end: EndVars) {
+        if let Some(h) = start {
+            h.join();
+        }
+        hook::run_end(&self.settings.hooks, &self.hook_vars(key), end);
     }
 }
 
@@ -334,6 +363,7 @@ impl Holding {
         // must never run unsupervised.
         let mut child = held.release(key.token, key.slot);
         ctx.child_started = Some(Instant::now());
+        let start_hook = StartHook::spawn(&ctx.settings.hooks, &ctx.hook_vars(&key));
         let watched = supervise::watch_exit(child.id(), ctx.sender.clone())
             .context("cannot watch the child")
             .and_then(|()| {
@@ -344,6 +374,9 @@ impl Holding {
             Err(e) => {
                 child.kill_and_reap();
                 ctx.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
+                if let Some(h) = start_hook {
+                    h.join();
+                }
                 return Err(e);
             }
         };
@@ -370,7 +403,16 @@ impl Holding {
                 ""
             };
             say!("{}: {}{hint}", ctx.label(), e.message);
-            ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            let ran_ms = ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            ctx.after(
+                &key,
+                start_hook,
+                EndVars {
+                    outcome: Outcome::SpawnFailed,
+                    exit_code: e.code,
+                    duration_ms: ran_ms,
+                },
+            );
             return Ok(e.code);
         }
         let outcome = Outcome::of(&Ending {
@@ -381,8 +423,18 @@ impl Holding {
             killed: ended.killed,
             lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
         });
-        ctx.finish(&key, outcome, ended.code, ended.signal);
-        Ok(ended.exit_code())
+        let ran_ms = ctx.finish(&key, outcome, ended.code, ended.signal);
+        let code = ended.exit_code();
+        ctx.after(
+            &key,
+            start_hook,
+            EndVars {
+                outcome,
+                exit_code: code,
+                duration_ms: ran_ms,
+            },
+        );
+        Ok(code)
     }
 }
 
