@@ -423,7 +423,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --on-start --on-success --on-failure --hook-timeout --keep-history --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --on-start --on-success --on-failure --hook-timeout --syslog --keep-history --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -302,6 +302,13 @@ pub struct RunArgs {
     )]
     pub hook_timeout: String,
 
+    /// Also send each pass's outcome line to syslog, facility cron (for
+    /// hosts without a journal): an error when the pass ended badly.
+    /// JOBRUN_SYSLOG takes 1/0, true/false, yes/no or on/off.
+    #[arg(long, env = "JOBRUN_SYSLOG", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub syslog: bool,
+
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]

@@ -174,19 +174,20 @@ fn run(which: Which, line: &str, pass: &PassVars, end: Option<EndVars>, timeout:
     let child = match command(line, pass, end).spawn() {
         Ok(c) => c,
         Err(e) => {
-            say!("{label} could not start: {e}");
+            say!(warning, "{label} could not start: {e}");
             return;
         }
     };
     match finish(child, Instant::now() + timeout) {
         Finish::Exited(0) => {}
-        Finish::Exited(code) => say!("{label} exited with code {code}"),
-        Finish::Signalled(sig) => say!("{label} died of signal {sig}"),
+        Finish::Exited(code) => say!(warning, "{label} exited with code {code}"),
+        Finish::Signalled(sig) => say!(warning, "{label} died of signal {sig}"),
         Finish::TimedOut => say!(
+            warning,
             "{label} still ran after --hook-timeout {}; killed its process group",
             humantime::format_duration(timeout)
         ),
-        Finish::Lost(e) => say!("{label}: cannot wait for it: {e}"),
+        Finish::Lost(e) => say!(warning, "{label}: cannot wait for it: {e}"),
     }
 }
 

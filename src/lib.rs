@@ -11,6 +11,7 @@
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;
+pub(crate) mod cron_log;
 pub(crate) mod engine;
 pub(crate) mod evidence;
 pub(crate) mod exit;
@@ -62,7 +63,7 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            say!("{e:#}");
+            say!(error, "{e:#}");
             exit::JOBRUN_FAILED
         }
     }
@@ -79,6 +80,7 @@ fn usage_error(e: clap::Error) -> i32 {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             say!(
+                error,
                 "a command is required: run, status, clear-locks, stop-due, pause, resume, \
                  history or forget (see jobrun --help)"
             );
@@ -86,7 +88,10 @@ fn usage_error(e: clap::Error) -> i32 {
         }
         ErrorKind::MissingRequiredArgument if targets_command(&e).is_some() => {
             let sub = targets_command(&e).unwrap_or_default();
-            say!("{sub} needs NAME... or --all (see jobrun {sub} --help)");
+            say!(
+                error,
+                "{sub} needs NAME... or --all (see jobrun {sub} --help)"
+            );
             exit::JOBRUN_FAILED
         }
         _ => {
@@ -120,8 +125,8 @@ fn usage_error(e: clap::Error) -> i32 {
                 first = format!("{first}; {hint}");
             }
             match run_without_separator(&e) {
-                Some(hint) => say!("{first}; put -- before the command: {hint}"),
-                None => say!("{first} (see jobrun --help)"),
+                Some(hint) => say!(error, "{first}; put -- before the command: {hint}"),
+                None => say!(error, "{first} (see jobrun --help)"),
             }
             exit::JOBRUN_FAILED
         }

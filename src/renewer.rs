@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::say;
+use crate::report::Level;
 
 /// What one renewal attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,23 +62,32 @@ pub struct RenewerConfig {
 /// Where the renewer says what happened to the lease: a pass's stderr
 /// (`Log::stderr`), or whatever a test keeps to read back.
 #[derive(Clone)]
-pub struct Log(Arc<dyn Fn(&str) + Send + Sync>);
+pub struct Log(Arc<LogFn>);
+
+/// What takes each line of the renewer's, with its level.
+type LogFn = dyn Fn(Level, &str) + Send + Sync;
 
 impl Log {
     /// Each line on stderr as jobrun's own (`jobrun: ...`).
     pub fn stderr() -> Log {
-        Log(Arc::new(|line| say!("{line}")))
+        Log(Arc::new(|level, line| {
+            crate::report::line(level, format_args!("{line}"))
+        }))
     }
 
-    fn line(&self, line: fmt::Arguments) {
-        (self.0)(&line.to_string());
+    fn line(&self, level: Level, line: fmt::Arguments) {
+        (self.0)(level, &line.to_string());
     }
 }
 
-/// One line to the renewer's log: `log!(cfg, "format", args...)`.
+/// One line to the renewer's log: `log!(cfg, "format", args...)`, a
+/// warning (a lost lease, max hold), or `log!(notice: cfg, ...)`.
 macro_rules! log {
+    (notice: $cfg:expr, $($arg:tt)*) => {
+        $cfg.log.line(Level::Notice, format_args!($($arg)*))
+    };
     ($cfg:expr, $($arg:tt)*) => {
-        $cfg.log.line(format_args!($($arg)*))
+        $cfg.log.line(Level::Warning, format_args!($($arg)*))
     };
 }
 
@@ -196,7 +205,7 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
                     return RenewerExit::LeaseLost;
                 }
                 log!(
-                    cfg,
+                    notice: cfg,
                     "{}: renewal failed, retrying next tick on a fresh connection: {e:#}",
                     cfg.label
                 );
@@ -274,7 +283,7 @@ mod tests {
     fn kept() -> (Log, Arc<Mutex<Vec<String>>>) {
         let lines = Arc::new(Mutex::new(vec![]));
         let sink = Arc::clone(&lines);
-        let log = Log(Arc::new(move |l: &str| {
+        let log = Log(Arc::new(move |_, l: &str| {
             sink.lock().unwrap().push(l.to_string())
         }));
         (log, lines)

@@ -318,6 +318,8 @@ pub struct RunSettings {
     pub containers: Option<Engine>,
     /// `--on-start`, `--on-success`, `--on-failure`, `--hook-timeout`.
     pub hooks: Hooks,
+    /// `--syslog`: each pass's outcome line to syslog too.
+    pub syslog: bool,
 }
 
 impl RunSettings {
@@ -375,6 +377,7 @@ impl RunSettings {
                 on_failure: a.on_failure.clone(),
                 timeout: hook_timeout,
             },
+            syslog: a.syslog,
         })
     }
 }

@@ -148,6 +148,7 @@ pub fn supervise(
                     Ok(e) => e,
                     Err(RecvTimeoutError::Timeout) => {
                         say!(
+                            warning,
                             "{label}: child still running {} after TERM; sending KILL",
                             humantime::format_duration(kill_after)
                         );
@@ -173,7 +174,7 @@ pub fn supervise(
             Event::LeaseLost | Event::MaxHold => {
                 lease_lost = true;
                 if on_lost == OnLost::Term {
-                    say!("{label}: stopping the pass (--on-lost term)");
+                    say!(warning, "{label}: stopping the pass (--on-lost term)");
                     signal_own(child, libc::SIGTERM);
                     start_grace(&mut kill_at);
                 }
@@ -207,7 +208,10 @@ fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) 
     if !group_runs(pgid) {
         return;
     }
-    say!("{label}: the command left processes in its process group; sending TERM");
+    say!(
+        warning,
+        "{label}: the command left processes in its process group; sending TERM"
+    );
     signal_own(child, libc::SIGTERM);
     let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
@@ -216,7 +220,10 @@ fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str) 
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    say!("{label}: processes of the pass survived TERM; sending KILL");
+    say!(
+        warning,
+        "{label}: processes of the pass survived TERM; sending KILL"
+    );
     signal_own(child, libc::SIGKILL);
 }
 

@@ -1,7 +1,9 @@
-//! Hooks: `--on-start`, `--on-success`, `--on-failure` (and their
-//! `JOBRUN_ON_*` twins) see the pass, are bounded by `--hook-timeout`, run
-//! once the slot is released, and never change the pass's exit code or
-//! outcome.
+//! Hooks and logs. Hooks: `--on-start`, `--on-success`, `--on-failure`
+//! (and their `JOBRUN_ON_*` twins) see the pass, are bounded by
+//! `--hook-timeout`, run once the slot is released, and never change the
+//! pass's exit code or outcome. Logs: each line's level reaches the journal
+//! as its `<N>` prefix, and `--syslog` sends each pass's outcome line to
+//! syslog, facility cron.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -245,4 +247,125 @@ fn end_hooks_run_once_the_slot_is_released() {
     );
     // Two passes: the hook's own pass fired no hook of its own.
     assert_eq!(env.history("j").len(), 2);
+}
+
+/// Run jobrun with stderr in the file `err`, and JOURNAL_STREAM naming the
+/// device and inode of the file `journal`: stderr's stderr is the journal
+/// only when both are the same file. Returns what stderr got.
+fn with_journal(env: &TestEnv, err: &str, journal: &str, args: &[&str]) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::create(env.path(err)).unwrap();
+    if journal != err {
+        std::fs::write(env.path(journal), "").unwrap();
+    }
+    let meta = std::fs::metadata(env.path(journal)).unwrap();
+    let status = env
+        .cmd(args)
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stdin(std::process::Stdio::null())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(status.code().is_some(), "{status:?}");
+    std::fs::read_to_string(env.path(err)).unwrap()
+}
+
+#[test]
+fn on_the_journal_each_line_carries_its_level() {
+    let env = TestEnv::sqlite();
+    let holder = start_pass(&env, "held", "holder", "30s", &[]);
+    let journal = |args: &[&str]| with_journal(&env, "err", "err", args);
+    assert_eq!(
+        journal(&["run", "--on-success", "exit 9", "j", "--", "true"]),
+        "<4>jobrun: j: --on-success hook exited with code 9\n"
+    );
+    assert_eq!(
+        journal(&["run", "j", "--", "/nonexistent/cmd"]),
+        "<3>jobrun: j: /nonexistent/cmd: command not found\n"
+    );
+    let skipped = journal(&["run", "held", "--", "true"]);
+    assert!(
+        skipped.starts_with("<5>jobrun: held: already running; skipping"),
+        "{skipped}"
+    );
+    assert_eq!(
+        journal(&["status", "nosuchjob"])
+            .lines()
+            .next()
+            .map(|l| &l[..11]),
+        Some("<3>jobrun: ")
+    );
+    // A child that inherited JOURNAL_STREAM with its stderr elsewhere: no
+    // prefixes.
+    let elsewhere = with_journal(
+        &env,
+        "err2",
+        "journal",
+        &["run", "--on-success", "exit 9", "j", "--", "true"],
+    );
+    assert_eq!(
+        elsewhere,
+        "jobrun: j: --on-success hook exited with code 9\n"
+    );
+    std::fs::write(env.path("holder.stop"), "").unwrap();
+    assert!(env
+        .wait_exit(holder.wrapper, Duration::from_secs(10))
+        .is_some());
+}
+
+#[test]
+fn syslog_gets_each_pass_outcome_with_facility_cron() {
+    use std::os::unix::net::UnixDatagram;
+    let env = TestEnv::sqlite();
+    let path = env.path("log.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let socket = path.to_str().unwrap();
+    let recv = || {
+        let mut buf = [0u8; 4096];
+        let n = sock.recv(&mut buf).expect("a syslog message within 10s");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    Jobrun::new(&env)
+        .env("JOBRUN_SYSLOG_SOCKET", socket)
+        .args(["run", "--syslog", "feeds.poll", "--", "true"])
+        .run();
+    let pass = env.history("feeds.poll")[0].clone();
+    let ok = recv();
+    // Facility cron (9) at info (6): <78>.
+    assert!(ok.starts_with("<78>"), "{ok}");
+    assert!(
+        ok.contains("jobrun[")
+            && ok.contains(&format!(
+                "]: feeds.poll: pass {} ok (exit 0, ran ",
+                pass.pass_id
+            )),
+        "{ok}"
+    );
+    // From the environment, as a crontab sets it once; an error: <75>.
+    Jobrun::new(&env)
+        .env("JOBRUN_SYSLOG_SOCKET", socket)
+        .env("JOBRUN_SYSLOG", "1")
+        .args(["run", "feeds.poll", "--", "sh", "-c", "exit 3"])
+        .code(3)
+        .run();
+    let failed = recv();
+    assert!(failed.starts_with("<75>"), "{failed}");
+    assert!(failed.contains(" failed (exit 3, ran "), "{failed}");
+    // Without --syslog nothing is sent.
+    Jobrun::new(&env)
+        .env("JOBRUN_SYSLOG_SOCKET", socket)
+        .args(["run", "feeds.poll", "--", "true"])
+        .run();
+    sock.set_nonblocking(true).unwrap();
+    assert!(sock.recv(&mut [0u8; 16]).is_err());
+    // A syslog nobody listens to: one warning, the pass unchanged.
+    drop(sock);
+    Jobrun::new(&env)
+        .env("JOBRUN_SYSLOG_SOCKET", socket)
+        .args(["run", "--syslog", "feeds.poll", "--", "true"])
+        .stderr_lines(1)
+        .stderr_contains("jobrun: feeds.poll: --syslog: cannot send to syslog")
+        .run();
 }

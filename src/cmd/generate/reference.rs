@@ -128,7 +128,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 3] = [
+pub const SETTING_VARIABLES: [(&str, &str); 4] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -138,6 +138,11 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
         crate::process::identity::BOOT_ID_ENV,
         "The boot id recorded with a pass (default: {/proc/sys/kernel/random/boot_id}); a \
          test seam, like `JOBRUN_CLOCK_SKEW`.",
+    ),
+    (
+        crate::cron_log::SOCKET_ENV,
+        "The unix socket `--syslog` sends to instead of the system's (`/dev/log`): a test \
+         seam.",
     ),
     (
         crate::clock::SKEW_ENV,
@@ -524,4 +529,30 @@ pub fn hooks(r: &mut Roff) {
     for (env, what) in HOOK_VARIABLES {
         item(r, vec![bold(env)], help_text(what));
     }
+}
+
+/// LOGS (jobrun(1)): the levels of jobrun's lines, the journal, syslog.
+pub fn logs(r: &mut Roff) {
+    use crate::report::Level;
+    heading(r, "LOGS");
+    r.text(prose(&format!(
+        "jobrun writes one line per event on stderr, `jobrun: ` and the message. Every line \
+         has a level. When stderr is the journal (`{}` names stderr's device and inode; a \
+         child that inherits the variable with stderr elsewhere gets no prefixes) each line \
+         starts with its sd-daemon(3) priority, `<3>` to `<6>`, so that `journalctl -p \
+         warning` finds lost leases and evictions. The levels:",
+        crate::report::JOURNAL_ENV
+    )));
+    for l in Level::ALL {
+        item(
+            r,
+            vec![bold(l.as_str()), roman(format!(" <{}>", l.priority()))],
+            help_text(l.meaning()),
+        );
+    }
+    para(
+        r,
+        "With `run --syslog` each pass's outcome line also goes to syslog, facility cron: \
+         an error when the pass ended badly, info when it ended ok, a notice otherwise.",
+    );
 }

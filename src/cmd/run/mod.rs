@@ -74,13 +74,14 @@ fn report_evictions(plan: &[Planned], attempt: &Attempt, evidence: &Evidence) {
         .iter()
         .filter(|p| attempt.evicted.contains(&p.eviction))
     {
-        say!("{}", p.note);
+        say!(warning, "{}", p.note);
         if let Some(dir) = &evidence.lock_dir {
             remove_stale_lock(dir, &p.pass_id);
         }
     }
     if let (false, Acquire::Acquired(key)) = (attempt.evicted.is_empty(), &attempt.result) {
         say!(
+            notice,
             "{}: took slot {} with new token {}",
             key.job,
             key.slot,

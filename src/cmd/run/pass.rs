@@ -48,7 +48,7 @@ impl Prepared {
             Acquire::Paused(p) => {
                 drop(held);
                 if !ctx.settings.quiet {
-                    say!("{}: {}; skipping", ctx.label(), paused_line(&p));
+                    say!(notice, "{}: {}; skipping", ctx.label(), paused_line(&p));
                 }
                 ctx.record_not_run(Outcome::Skipped)?;
                 Ok(Taken::Done(ctx.settings.conflict_exit_code))
@@ -106,6 +106,7 @@ impl Ctx {
                     // Once per holder, not at every poll of a queued pass.
                     if self.warned.insert((l.slot, l.token)) {
                         say!(
+                            warning,
                             "{}: warning: lease lapsed {} ago but holder {} is alive ({}); \
                              keeping it",
                             escape(&l.job),
@@ -166,7 +167,7 @@ impl Ctx {
                 }
                 None => format!("{queued} pass(es) queued ahead; skipping"),
             };
-            say!("{}: {line}", self.label());
+            say!(notice, "{}: {line}", self.label());
         }
         self.record_not_run(Outcome::Skipped)?;
         Ok(self.settings.conflict_exit_code)
@@ -176,6 +177,7 @@ impl Ctx {
     /// dropped by the caller).
     pub(super) fn coalesced(&mut self, into: &str) -> Result<i32> {
         say!(
+            notice,
             "{}: coalesced into queued pass {}",
             self.label(),
             escape(into)
@@ -187,7 +189,11 @@ impl Ctx {
     pub(super) fn record_not_run(&mut self, outcome: Outcome) -> Result<()> {
         let pass = self.pass_record(None, outcome, None, None);
         let keep = self.settings.keep_history;
-        Ok(self.store.while_busy(|s| s.record_pass(&pass, keep))?)
+        self.store.while_busy(|s| s.record_pass(&pass, keep))?;
+        if self.settings.syslog {
+            crate::cron_log::send(&pass);
+        }
+        Ok(())
     }
 
     fn pass_record(
@@ -281,38 +287,49 @@ impl Ctx {
         signal: Option<i32>,
     ) -> i64 {
         let pass = self.pass_record(Some(key), outcome, code, signal);
+        self.release_and_record(key, &pass);
+        if self.settings.syslog {
+            crate::cron_log::send(&pass);
+        }
+        pass.duration_ms
+    }
+
+    /// Give the slot back and record `pass`, in one transaction.
+    fn release_and_record(&mut self, key: &LeaseKey, pass: &PassRecord) {
         // A store deleted or replaced under the pass: its lease went with
         // it, and the store now at that path (if any) never knew the pass.
         if let Err(why) = self.pin.check_file() {
             say!(
+                error,
                 "{} slot {}: {why}; the lease was lost with it and the pass is not recorded",
                 key.job,
                 key.slot
             );
-            return pass.duration_ms;
+            return;
         }
         let keep = self.settings.keep_history;
         match self
             .store
-            .with_retries(|store| store.release(key, Some((&pass, keep))))
+            .with_retries(|store| store.release(key, Some((pass, keep))))
         {
             Ok(true) => {
                 wake::wake_next(&mut self.store, &key.job);
             }
             Ok(false) => say!(
+                warning,
                 "{} slot {}: lock was no longer ours at release (token {})",
                 key.job,
                 key.slot,
                 key.token
             ),
             Err(e) => say!(
+                error,
                 "{} slot {}: release failed, the lease will lapse and the pass is not \
                  recorded: {e}",
                 key.job,
                 key.slot
             ),
         }
-        pass.duration_ms
     }
 
     /// The pass as its hooks see it.
@@ -344,7 +361,10 @@ impl Holding {
         let taken = Instant::now();
         if let Some(sig) = ctx.pending_stop() {
             drop(held);
-            say!("{label}: stopped by signal {sig} before the command started");
+            say!(
+                notice,
+                "{label}: stopped by signal {sig} before the command started"
+            );
             ctx.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::of_signal(sig));
         }
@@ -402,7 +422,7 @@ impl Holding {
             } else {
                 ""
             };
-            say!("{}: {}{hint}", ctx.label(), e.message);
+            say!(error, "{}: {}{hint}", ctx.label(), e.message);
             let ran_ms = ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
             ctx.after(
                 &key,

@@ -122,7 +122,7 @@ impl Queued {
                 }
                 Ok(Acquire::Paused(p)) => {
                     if !paused {
-                        say!("{}: {}; waiting", this.label(), paused_line(&p));
+                        say!(notice, "{}: {}; waiting", this.label(), paused_line(&p));
                         paused = true;
                     }
                 }
@@ -140,6 +140,7 @@ impl Queued {
                 {
                     if !store_failing {
                         say!(
+                            warning,
                             "{}: store unavailable while queued, still waiting: {e:#}",
                             this.label()
                         );
@@ -172,7 +173,11 @@ impl Queued {
                     drop(held);
                     renewer.stop();
                     let _ = this.store.with_retries(|store| store.depart(id));
-                    say!("{}: stopped by signal {s} while queued", this.label());
+                    say!(
+                        notice,
+                        "{}: stopped by signal {s} while queued",
+                        this.label()
+                    );
                     this.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::of_signal(s));
                 }
@@ -211,6 +216,7 @@ impl Queued {
                         String::new()
                     };
                     say!(
+                        warning,
                         "{}: gave up waiting after {}{at}: {why}",
                         this.label(),
                         human_ms(arrived.elapsed().as_millis() as i64)
@@ -314,7 +320,12 @@ impl Ctx {
             };
             if gone {
                 wake::remove_stale(self.store.spec(), &w.pass_id);
-                say!("{}: removed {}", escape(&w.job), queued_pass(w, &v));
+                say!(
+                    warning,
+                    "{}: removed {}",
+                    escape(&w.job),
+                    queued_pass(w, &v)
+                );
                 removed += 1;
             }
         }
