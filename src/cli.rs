@@ -161,6 +161,17 @@ pub enum Command {
     /// A forgotten job seen again starts its fencing tokens above every
     /// token handed out before, so a token never repeats.
     Forget(ForgetArgs),
+    /// Draw when passes ran: one row per job, time across the width.
+    ///
+    /// For the operator who would rather look than read: one row per job
+    /// (the NAMEs given, or every job), time from --since ago (default 24h)
+    /// to now across the terminal's width (COLUMNS, else the terminal's,
+    /// else 100 columns). Passes are bars, those that ended badly (failed,
+    /// killed, lost-lease, spawn-failed, abandoned) marked X apart from ok
+    /// ones, skipped passes are ticks, queue waits are shaded, and a wait
+    /// that ran out ends in !. Where passes meet in one column, the worst
+    /// shows. Colour only on a terminal, and never with NO_COLOR.
+    Timeline(TimelineArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -427,6 +438,17 @@ pub struct HistoryArgs {
     /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// Jobs to draw (default: all).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// How far back the picture starts (e.g. 6h, 7d); passes that started
+    /// before it are not drawn.
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub since: String,
 }
 
 #[derive(Debug, Args)]

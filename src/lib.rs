@@ -82,7 +82,7 @@ fn usage_error(e: clap::Error) -> i32 {
             say!(
                 error,
                 "a command is required: run, status, clear-locks, stop-due, pause, resume, \
-                 history or forget (see jobrun --help)"
+                 history, timeline or forget (see jobrun --help)"
             );
             exit::JOBRUN_FAILED
         }
@@ -269,6 +269,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Pause(a) => cmd::pause::pause(&choice, a),
         Command::Resume(a) => cmd::pause::resume(spec, a),
         Command::History(a) => cmd::history::run(&choice, a),
+        Command::Timeline(a) => cmd::timeline::run(&choice, a),
         Command::Forget(a) => cmd::forget::run(spec, a),
         Command::Generate(_) => unreachable!("handled above"),
     }

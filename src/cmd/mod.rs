@@ -9,6 +9,7 @@ pub mod pause;
 pub mod run;
 pub mod status;
 pub mod stop_due;
+pub mod timeline;
 
 use crate::evidence::{Evidence, Verdict};
 use crate::files::Holders;

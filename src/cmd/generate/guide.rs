@@ -238,6 +238,10 @@ jobrun pause --all --as upgrade --reason upgrade"
 jobrun resume --all --as upgrade"
         }
         "forget" => "jobrun forget feeds.poll.old",
+        "timeline" => {
+            "jobrun timeline
+COLUMNS=200 jobrun timeline feeds.poll digest.flush --since 7d"
+        }
         "stop-due" => "jobrun stop-due --all --wait 5m --kill-after 1m",
         "clear-locks" => "jobrun clear-locks --all --dry-run",
         _ => return,
