@@ -27,5 +27,6 @@ mod security;
 mod status;
 mod store;
 mod support;
+mod timeline;
 mod truth;
 mod wake;
