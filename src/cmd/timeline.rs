@@ -38,6 +38,8 @@ pub enum Mark {
     Skip,
     /// The command ran and was stopped by the operator.
     Stopped,
+    /// A pass holding a slot now.
+    Running,
     /// The command ran and ended ok.
     Ok,
     /// A wait that ran out (`timed-out`).
@@ -47,7 +49,8 @@ pub enum Mark {
 }
 
 impl Mark {
-    pub const LEGEND: [Mark; 6] = [
+    pub const LEGEND: [Mark; 7] = [
+        Mark::Running,
         Mark::Ok,
         Mark::Bad,
         Mark::Stopped,
@@ -62,6 +65,7 @@ impl Mark {
             Mark::Wait => '░',
             Mark::Skip => '|',
             Mark::Stopped => '▒',
+            Mark::Running => '=',
             Mark::Ok => '█',
             Mark::GaveUp => '!',
             Mark::Bad => 'X',
@@ -74,6 +78,7 @@ impl Mark {
             Mark::Wait => "queued",
             Mark::Skip => "skipped",
             Mark::Stopped => "stopped",
+            Mark::Running => "running",
             Mark::Ok => "ok",
             Mark::GaveUp => "gave up waiting",
             Mark::Bad => "ended badly",
@@ -86,7 +91,7 @@ impl Mark {
             Mark::Empty | Mark::Wait => "\x1b[2m",
             Mark::Skip => "\x1b[33m",
             Mark::Stopped => "\x1b[36m",
-            Mark::Ok => "\x1b[32m",
+            Mark::Ok | Mark::Running => "\x1b[32m",
             Mark::GaveUp | Mark::Bad => "\x1b[1;31m",
         }
     }
@@ -99,11 +104,13 @@ pub struct Window {
     pub now_ms: i64,
 }
 
-/// One job's row: its name and its passes in the window.
+/// One job's row: its name, its passes in the window, and when each pass
+/// holding a slot now took it.
 #[derive(Debug, Clone)]
 pub struct Row {
     pub job: String,
     pub passes: Vec<PassRecord>,
+    pub running_since_ms: Vec<i64>,
 }
 
 /// How wide to draw: `COLUMNS` when it is a number, else the terminal's
@@ -180,6 +187,17 @@ pub fn cells(passes: &[PassRecord], w: Window, n: usize) -> Vec<Mark> {
     cells
 }
 
+/// The cells of a pass that took its slot at `since_ms` and holds it now.
+fn running(since_ms: i64, w: Window, n: usize) -> Vec<Mark> {
+    let mut marks = vec![Mark::Empty; n];
+    let span = (w.now_ms - w.since_ms).max(1) as i128;
+    let from = (since_ms.clamp(w.since_ms, w.now_ms) - w.since_ms) as i128 * n as i128 / span;
+    for m in &mut marks[(from as usize).min(n - 1)..] {
+        *m = Mark::Running;
+    }
+    marks
+}
+
 /// Text cut to `n` characters (with `…` when cut), padded to `n`.
 fn fit(s: &str, n: usize) -> String {
     let count = s.chars().count();
@@ -231,7 +249,13 @@ pub fn render(rows: &[Row], w: Window, width: usize, colour: bool) -> String {
         " ".repeat(gap.max(1))
     );
     for (row, name) in rows.iter().zip(&names) {
-        let marks = cells(&row.passes, w, n);
+        let mut marks = cells(&row.passes, w, n);
+        for &since in &row.running_since_ms {
+            let held = running(since, w, n);
+            for (m, h) in marks.iter_mut().zip(held) {
+                *m = (*m).max(h);
+            }
+        }
         out.push_str(&format!(
             "{} |{}|\n",
             fit(name, name_w),
@@ -269,9 +293,15 @@ pub fn run(choice: &StoreChoice, a: TimelineArgs) -> Result<i32> {
             outcome: None,
             limit: u32::MAX / 2,
         })?;
+        let running_since_ms = store
+            .leases(std::slice::from_ref(&job.name))?
+            .iter()
+            .map(|l| now.saturating_sub(l.held_ms))
+            .collect();
         rows.push(Row {
             job: job.name,
             passes,
+            running_since_ms,
         });
     }
     let stdout = std::io::stdout();
@@ -334,6 +364,7 @@ mod tests {
                     pass("feeds.poll", 10.5, 0, 5, Outcome::Skipped),
                     pass("feeds.poll", 4.5, 60, 60, Outcome::Ok),
                 ],
+                running_since_ms: vec![],
             },
             Row {
                 job: "digest.flush-with-a-very-long-name".into(),
@@ -342,10 +373,12 @@ mod tests {
                     pass("d", 12.5, 120, 0, Outcome::TimedOut),
                     pass("d", 2.5, 0, 30, Outcome::Stopped),
                 ],
+                running_since_ms: vec![NOW - HOUR],
             },
             Row {
                 job: "idle".into(),
                 passes: vec![],
+                running_since_ms: vec![],
             },
         ];
         let w = Window {
@@ -362,10 +395,10 @@ mod tests {
         let want = [
             "                         2026-11-30T00:00:00Z       2026-12-01T00:00:00Z",
             "feeds.poll               |··███·········XXX········|··········░░███····|",
-            "digest.flush-with-a-ver… |······XX·············░░░░!··············▒▒···|",
+            "digest.flush-with-a-ver… |······XX·············░░░░!··············▒▒·==|",
             "idle                     |·············································|",
-            "                         █ ok  X ended badly  ▒ stopped  ░ queued  ! gave up \
-             waiting  | skipped",
+            "                         = running  █ ok  X ended badly  ▒ stopped  ░ queued  ! \
+             gave up waiting  | skipped",
             "",
         ]
         .join("\n");

@@ -111,3 +111,21 @@ fn on_a_terminal_in_colour_unless_no_color() {
     assert!(!plain.contains('\x1b'), "{plain:?}");
     assert_eq!(plain.lines().nth(1), Some(ROW));
 }
+
+#[test]
+fn a_pass_holding_a_slot_now_runs_to_the_right_edge() {
+    let env = TestEnv::sqlite();
+    let holder = crate::support::start_pass(&env, "held", "holder", "30s", &[]);
+    let out = Jobrun::new(&env)
+        .env("COLUMNS", "40")
+        .args(["timeline", "held"])
+        .run()
+        .stdout;
+    let row = out.lines().nth(1).unwrap();
+    assert!(row.starts_with("held |") && row.ends_with("=|"), "{out}");
+    assert!(out.contains("= running"), "{out}");
+    std::fs::write(env.path("holder.stop"), "").unwrap();
+    assert!(env
+        .wait_exit(holder.wrapper, std::time::Duration::from_secs(10))
+        .is_some());
+}
