@@ -171,6 +171,19 @@ fn a_failing_hook_changes_neither_exit_code_nor_outcome() {
 }
 
 #[test]
+fn a_bad_hook_timeout_is_one_clear_line() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env)
+        .env("JOBRUN_HOOK_TIMEOUT", "soon")
+        .args(["run", "--on-success", "touch ran", "j", "--", "true"])
+        .refused()
+        .stderr_lines(1)
+        .stderr_contains("invalid --hook-timeout/JOBRUN_HOOK_TIMEOUT 'soon'")
+        .run();
+    assert!(!env.path("ran").exists());
+}
+
+#[test]
 fn a_slow_hook_is_killed_with_its_group_past_the_timeout() {
     let env = TestEnv::sqlite();
     // The hook leaves a process in its group and hangs itself.
@@ -294,6 +307,14 @@ fn on_the_journal_each_line_carries_its_level() {
             .next()
             .map(|l| &l[..11]),
         Some("<3>jobrun: ")
+    );
+    // A forced eviction is a warning: `journalctl -p warning` finds it.
+    let forced = journal(&["clear-locks", "--force", "held"]);
+    assert!(
+        forced
+            .lines()
+            .any(|l| l.starts_with("<4>jobrun: ") && l.contains("cleared by --force")),
+        "{forced}"
     );
     // A child that inherited JOURNAL_STREAM with its stderr elsewhere: no
     // prefixes.

@@ -342,6 +342,27 @@ fn variables(root: &Command) -> Vec<String> {
     vars
 }
 
+/// LOGS in jobrun(1) lists every level with its journal priority.
+#[test]
+fn logs_are_report_levels() {
+    let have: Vec<(String, String)> = page("jobrun")
+        .section("LOGS")
+        .entries
+        .iter()
+        .map(|e| (e.tag.clone(), e.body.clone()))
+        .collect();
+    let want: Vec<(String, String)> = crate::report::Level::ALL
+        .iter()
+        .map(|l| {
+            (
+                format!("{} <{}>", l.as_str(), l.priority()),
+                l.meaning().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(have, want, "LOGS is not report::Level::ALL{REGENERATE}");
+}
+
 /// HOOKS in jobrun-run(1) lists what a hook sees, and which outcomes fire
 /// which hook, from `Outcome::ended_badly`.
 #[test]
