@@ -104,13 +104,14 @@ pub struct Window {
     pub now_ms: i64,
 }
 
-/// One job's row: its name, its passes in the window, and when each pass
-/// holding a slot now took it.
+/// One job's row: its name, its passes in the window, when each pass
+/// holding a slot now took it, and when each pass queued now arrived.
 #[derive(Debug, Clone)]
 pub struct Row {
     pub job: String,
     pub passes: Vec<PassRecord>,
     pub running_since_ms: Vec<i64>,
+    pub queued_since_ms: Vec<i64>,
 }
 
 /// How wide to draw: `COLUMNS` when it is a number, else the terminal's
@@ -187,13 +188,14 @@ pub fn cells(passes: &[PassRecord], w: Window, n: usize) -> Vec<Mark> {
     cells
 }
 
-/// The cells of a pass that took its slot at `since_ms` and holds it now.
-fn running(since_ms: i64, w: Window, n: usize) -> Vec<Mark> {
+/// The cells of a pass that has been in `mark` (holding a slot, queued)
+/// from `since_ms` until now.
+fn until_now(since_ms: i64, mark: Mark, w: Window, n: usize) -> Vec<Mark> {
     let mut marks = vec![Mark::Empty; n];
     let span = (w.now_ms - w.since_ms).max(1) as i128;
     let from = (since_ms.clamp(w.since_ms, w.now_ms) - w.since_ms) as i128 * n as i128 / span;
     for m in &mut marks[(from as usize).min(n - 1)..] {
-        *m = Mark::Running;
+        *m = mark;
     }
     marks
 }
@@ -250,8 +252,13 @@ pub fn render(rows: &[Row], w: Window, width: usize, colour: bool) -> String {
     );
     for (row, name) in rows.iter().zip(&names) {
         let mut marks = cells(&row.passes, w, n);
-        for &since in &row.running_since_ms {
-            let held = running(since, w, n);
+        let open = row
+            .running_since_ms
+            .iter()
+            .map(|&s| (s, Mark::Running))
+            .chain(row.queued_since_ms.iter().map(|&s| (s, Mark::Wait)));
+        for (since, mark) in open {
+            let held = until_now(since, mark, w, n);
             for (m, h) in marks.iter_mut().zip(held) {
                 *m = (*m).max(h);
             }
@@ -298,10 +305,16 @@ pub fn run(choice: &StoreChoice, a: TimelineArgs) -> Result<i32> {
             .iter()
             .map(|l| now.saturating_sub(l.held_ms))
             .collect();
+        let queued_since_ms = store
+            .waiters(std::slice::from_ref(&job.name))?
+            .iter()
+            .map(|q| now.saturating_sub(q.waited_ms))
+            .collect();
         rows.push(Row {
             job: job.name,
             passes,
             running_since_ms,
+            queued_since_ms,
         });
     }
     let stdout = std::io::stdout();
@@ -365,6 +378,7 @@ mod tests {
                     pass("feeds.poll", 4.5, 60, 60, Outcome::Ok),
                 ],
                 running_since_ms: vec![],
+                queued_since_ms: vec![],
             },
             Row {
                 job: "digest.flush-with-a-very-long-name".into(),
@@ -374,11 +388,13 @@ mod tests {
                     pass("d", 2.5, 0, 30, Outcome::Stopped),
                 ],
                 running_since_ms: vec![NOW - HOUR],
+                queued_since_ms: vec![NOW - 2 * HOUR],
             },
             Row {
                 job: "idle".into(),
                 passes: vec![],
                 running_since_ms: vec![],
+                queued_since_ms: vec![],
             },
         ];
         let w = Window {
@@ -395,7 +411,7 @@ mod tests {
         let want = [
             "                         2026-11-30T00:00:00Z       2026-12-01T00:00:00Z",
             "feeds.poll               |··███·········XXX········|··········░░███····|",
-            "digest.flush-with-a-ver… |······XX·············░░░░!··············▒▒·==|",
+            "digest.flush-with-a-ver… |······XX·············░░░░!··············▒▒░==|",
             "idle                     |·············································|",
             "                         = running  █ ok  X ended badly  ▒ stopped  ░ queued  ! \
              gave up waiting  | skipped",

@@ -129,3 +129,35 @@ fn a_pass_holding_a_slot_now_runs_to_the_right_edge() {
         .wait_exit(holder.wrapper, std::time::Duration::from_secs(10))
         .is_some());
 }
+
+#[test]
+fn a_pass_queued_now_is_shaded_to_the_right_edge() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env)
+        .args(["pause", "--new", "q"])
+        .any_stderr("says paused")
+        .run();
+    let waiter = env.start("waiter", &["run", "--wait", "1m", "q", "--", "true"]);
+    assert!(
+        crate::support::wait_until(std::time::Duration::from_secs(10), || env
+            .find_job("q")
+            .is_some_and(|j| j.queue.length > 0)),
+        "the waiter never queued: {}",
+        env.stderr_of("waiter")
+    );
+    let out = Jobrun::new(&env)
+        .env("COLUMNS", "40")
+        .args(["timeline", "q"])
+        .run()
+        .stdout;
+    let row = out.lines().nth(1).unwrap();
+    assert!(row.starts_with("q   |") && row.ends_with("░|"), "{out}");
+    Jobrun::new(&env)
+        .args(["resume", "q"])
+        .any_stderr("says resumed")
+        .run();
+    assert_eq!(
+        env.wait_exit(waiter, std::time::Duration::from_secs(30)),
+        Some(0)
+    );
+}
