@@ -46,6 +46,9 @@ _jobrun() {
             jobrun,stop-due)
                 cmd="jobrun__subcmd__stop__subcmd__due"
                 ;;
+            jobrun,timeline)
+                cmd="jobrun__subcmd__timeline"
+                ;;
             jobrun__subcmd__help,clear-locks)
                 cmd="jobrun__subcmd__help__subcmd__clear__subcmd__locks"
                 ;;
@@ -76,6 +79,9 @@ _jobrun() {
             jobrun__subcmd__help,stop-due)
                 cmd="jobrun__subcmd__help__subcmd__stop__subcmd__due"
                 ;;
+            jobrun__subcmd__help,timeline)
+                cmd="jobrun__subcmd__help__subcmd__timeline"
+                ;;
             *)
                 ;;
         esac
@@ -83,7 +89,7 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget timeline generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -179,7 +185,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help)
-            opts="run status clear-locks stop-due pause resume history forget generate help"
+            opts="run status clear-locks stop-due pause resume history forget timeline generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -332,6 +338,20 @@ _jobrun() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jobrun__subcmd__help__subcmd__timeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jobrun__subcmd__history)
             opts="-h --limit --reverse --since --outcome --json --show --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -427,7 +447,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --on-start --on-success --on-failure --hook-timeout --syslog --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -501,6 +521,22 @@ _jobrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --on-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-success)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-failure)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --keep-history)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -570,6 +606,32 @@ _jobrun() {
                     return 0
                     ;;
                 --kill-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__timeline)
+            opts="-h --since --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --since)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

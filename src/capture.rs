@@ -126,9 +126,7 @@ impl Reading {
 
 impl Spooled {
     /// The spool's path: what a failure hook gets in `JOBRUN_OUTPUT_FILE`
-    /// (`cmd::run::output::OUTPUT_FILE_ENV`), before `Ctx::end_output`
-    /// removes it.
-    #[allow(dead_code)] // the failure hook's, once hooks exist
+    /// (`hook::OUTPUT_FILE_ENV`), before `Ctx::end` removes it.
     pub fn path(&self) -> &Path {
         self.spool.path()
     }

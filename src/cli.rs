@@ -165,6 +165,17 @@ pub enum Command {
     /// A forgotten job seen again starts its fencing tokens above every
     /// token handed out before, so a token never repeats.
     Forget(ForgetArgs),
+    /// Draw when passes ran: one row per job, time across the width.
+    ///
+    /// For the operator who would rather look than read: one row per job
+    /// (the NAMEs given, or every job), time from --since ago (default 24h)
+    /// to now across the terminal's width (COLUMNS, else the terminal's,
+    /// else 100 columns). Passes are bars (= for one holding a slot now),
+    /// those that ended badly (failed, killed, lost-lease, spawn-failed,
+    /// abandoned) marked X apart from ok ones, skipped passes are ticks,
+    /// queue waits (and passes queued now) are shaded, and a wait that ran
+    /// out ends in !. Where passes meet in one column, the worst shows. Colour only on a terminal, and never with NO_COLOR.
+    Timeline(TimelineArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -332,6 +343,43 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_WINDOW_ATTEMPTS", default_value_t = 3,
           value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
     pub window_attempts: u32,
+
+    /// A shell line run (by /bin/sh -c) when the command starts, beside it,
+    /// never delaying it; it sees JOBRUN_JOB, JOBRUN_PASS, JOBRUN_TOKEN and
+    /// JOBRUN_SLOT.
+    #[arg(long, env = "JOBRUN_ON_START", value_name = "SHELL-LINE")]
+    pub on_start: Option<String>,
+
+    /// A shell line run after a pass that ended ok, once its slot is
+    /// released; it also sees JOBRUN_OUTCOME, JOBRUN_EXIT_CODE and
+    /// JOBRUN_DURATION_MS.
+    #[arg(long, env = "JOBRUN_ON_SUCCESS", value_name = "SHELL-LINE")]
+    pub on_success: Option<String>,
+
+    /// A shell line run after a pass that ended badly (failed, killed,
+    /// lost-lease, spawn-failed, timeout), once its slot is released; never
+    /// after a pass whose command did not run, nor one stopped by the
+    /// operator. With --output quiet-unless-failed it also gets the
+    /// captured output's path in JOBRUN_OUTPUT_FILE.
+    #[arg(long, env = "JOBRUN_ON_FAILURE", value_name = "SHELL-LINE")]
+    pub on_failure: Option<String>,
+
+    /// How long a hook may run: past it its process group is killed (and
+    /// logged); a hook never changes the pass's exit code or outcome.
+    #[arg(
+        long,
+        env = "JOBRUN_HOOK_TIMEOUT",
+        default_value = "10s",
+        value_name = "DURATION"
+    )]
+    pub hook_timeout: String,
+
+    /// Also send each pass's outcome line to syslog, facility cron (for
+    /// hosts without a journal): an error when the pass ended badly.
+    /// JOBRUN_SYSLOG takes 1/0, true/false, yes/no or on/off.
+    #[arg(long, env = "JOBRUN_SYSLOG", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub syslog: bool,
 
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
@@ -503,6 +551,17 @@ pub struct HistoryArgs {
     /// it), with control characters other than newline and tab escaped.
     #[arg(long, value_name = "PASS", conflicts_with_all = ["name", "json", "since", "outcome", "reverse"])]
     pub show: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// Jobs to draw (default: all).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// How far back the picture starts (e.g. 6h, 7d); passes that started
+    /// before it are not drawn.
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub since: String,
 }
 
 #[derive(Debug, Args)]

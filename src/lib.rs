@@ -12,10 +12,12 @@ pub(crate) mod capture;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;
+pub(crate) mod cron_log;
 pub(crate) mod engine;
 pub(crate) mod evidence;
 pub(crate) mod exit;
 pub(crate) mod files;
+pub(crate) mod hook;
 pub mod model;
 pub(crate) mod policy;
 pub(crate) mod process;
@@ -62,7 +64,7 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            say!("{e:#}");
+            say!(error, "{e:#}");
             exit::JOBRUN_FAILED
         }
     }
@@ -79,14 +81,18 @@ fn usage_error(e: clap::Error) -> i32 {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             say!(
+                error,
                 "a command is required: run, status, clear-locks, stop-due, pause, resume, \
-                 history or forget (see jobrun --help)"
+                 history, timeline or forget (see jobrun --help)"
             );
             exit::JOBRUN_FAILED
         }
         ErrorKind::MissingRequiredArgument if targets_command(&e).is_some() => {
             let sub = targets_command(&e).unwrap_or_default();
-            say!("{sub} needs NAME... or --all (see jobrun {sub} --help)");
+            say!(
+                error,
+                "{sub} needs NAME... or --all (see jobrun {sub} --help)"
+            );
             exit::JOBRUN_FAILED
         }
         _ => {
@@ -120,8 +126,8 @@ fn usage_error(e: clap::Error) -> i32 {
                 first = format!("{first}; {hint}");
             }
             match run_without_separator(&e) {
-                Some(hint) => say!("{first}; put -- before the command: {hint}"),
-                None => say!("{first} (see jobrun --help)"),
+                Some(hint) => say!(error, "{first}; put -- before the command: {hint}"),
+                None => say!(error, "{first} (see jobrun --help)"),
             }
             exit::JOBRUN_FAILED
         }
@@ -264,6 +270,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Pause(a) => cmd::pause::pause(&choice, a),
         Command::Resume(a) => cmd::pause::resume(spec, a),
         Command::History(a) => cmd::history::run(&choice, a),
+        Command::Timeline(a) => cmd::timeline::run(&choice, a),
         Command::Forget(a) => cmd::forget::run(spec, a),
         Command::Generate(_) => unreachable!("handled above"),
     }

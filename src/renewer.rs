@@ -13,6 +13,8 @@
 //! owner's stop channel; the tests drive a clock of their own.
 
 use std::fmt;
+
+use crate::report::Level;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,10 +61,14 @@ pub struct RenewerConfig {
 /// Where the renewer says what happened to the lease (`report::Log`).
 pub use crate::report::Log;
 
-/// One line to the renewer's log: `log!(cfg, "format", args...)`.
+/// One line to the renewer's log: `log!(cfg, "format", args...)`, a
+/// warning (a lost lease, max hold), or `log!(notice: cfg, ...)`.
 macro_rules! log {
+    (notice: $cfg:expr, $($arg:tt)*) => {
+        $cfg.log.line(Level::Notice, format_args!($($arg)*))
+    };
     ($cfg:expr, $($arg:tt)*) => {
-        $cfg.log.line(format_args!($($arg)*))
+        $cfg.log.line(Level::Warning, format_args!($($arg)*))
     };
 }
 
@@ -180,7 +186,7 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
                     return RenewerExit::LeaseLost;
                 }
                 log!(
-                    cfg,
+                    notice: cfg,
                     "{}: renewal failed, retrying next tick on a fresh connection: {e:#}",
                     cfg.label
                 );
@@ -258,7 +264,7 @@ mod tests {
     fn kept() -> (Log, Arc<Mutex<Vec<String>>>) {
         let lines = Arc::new(Mutex::new(vec![]));
         let sink = Arc::clone(&lines);
-        let log = Log(Arc::new(move |l: &str| {
+        let log = Log(Arc::new(move |_, l: &str| {
             sink.lock().unwrap().push(l.to_string())
         }));
         (log, lines)

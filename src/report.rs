@@ -6,32 +6,149 @@
 //! `escape` before it is shown, so a row can neither forge a line of its own
 //! nor drive the operator's terminal.
 
-/// Print one line on stderr: `jobrun: <message>`. A lost stderr (a closed
-/// pipe, a full disk) loses the line and nothing else: a pass must never die,
-/// or leave its child unsupervised, because nobody reads its messages.
+/// Print one line on stderr at a level: `say!(warning, "...")`, written
+/// `jobrun: <message>`. Every line jobrun writes has one of the levels
+/// `error`, `warning`, `notice`, `info`; when stderr is the journal the line
+/// carries its sd-daemon(3) prefix (`<4>` for a warning), so
+/// `journalctl -p warning` finds lost leases and forced evictions. A lost
+/// stderr (a closed pipe, a full disk) loses the line and nothing else: a
+/// pass must never die, or leave its child unsupervised, because nobody
+/// reads its messages.
 #[macro_export]
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "jobrun: {}", format_args!($($arg)*));
-    }};
+    (error, $($arg:tt)*) => {
+        $crate::report::line($crate::report::Level::Error, format_args!($($arg)*))
+    };
+    (warning, $($arg:tt)*) => {
+        $crate::report::line($crate::report::Level::Warning, format_args!($($arg)*))
+    };
+    (notice, $($arg:tt)*) => {
+        $crate::report::line($crate::report::Level::Notice, format_args!($($arg)*))
+    };
+    (info, $($arg:tt)*) => {
+        $crate::report::line($crate::report::Level::Info, format_args!($($arg)*))
+    };
+}
+
+/// How much a line of jobrun's matters, as syslog(3) ranks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// jobrun could not do what it was asked (exit 125, a command that
+    /// could not start, a pass it could not record).
+    Error = 3,
+    /// Something an operator should look at: a lost lease, an eviction, a
+    /// holder alive past its lease, a KILL, a failing hook.
+    Warning = 4,
+    /// A normal event worth a line: a skipped pass, a pause, a new store.
+    Notice = 5,
+    /// Detail: what a command looked at.
+    Info = 6,
+}
+
+impl Level {
+    pub const ALL: [Level; 4] = [Level::Error, Level::Warning, Level::Notice, Level::Info];
+
+    /// The sd-daemon(3) and syslog(3) priority.
+    pub fn priority(self) -> u8 {
+        self as u8
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+            Level::Notice => "notice",
+            Level::Info => "info",
+        }
+    }
+
+    /// What the level is used for, for the man pages.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Level::Error => {
+                "jobrun could not do what it was asked: bad usage or settings, a store it \
+                 cannot use, a command that could not start, a pass it could not record."
+            }
+            Level::Warning => {
+                "Something to look at: a lost lease, a holder freed or evicted (a forced \
+                 clear-locks too), a holder alive past its lease, a command KILLed, a hook \
+                 that failed or timed out."
+            }
+            Level::Notice => {
+                "A normal event worth a line: a skipped or coalesced pass, a pause or \
+                 resume, a new store, a slot taken after an eviction."
+            }
+            Level::Info => "Detail: what a command found (no jobs yet, nothing to lift).",
+        }
+    }
+}
+
+/// The variable systemd sets to "DEVICE:INODE" of the stream it connects
+/// to a service's stdout and stderr.
+pub const JOURNAL_ENV: &str = "JOURNAL_STREAM";
+
+/// Whether `journal_stream` (JOURNAL_STREAM's value) names the file whose
+/// device and inode are `dev` and `ino`: only then is that file the journal.
+/// A child inherits the variable with stderr pointing elsewhere (a pipe, a
+/// file), so the variable alone proves nothing.
+pub fn names_stream(journal_stream: &str, dev: u64, ino: u64) -> bool {
+    let Some((d, i)) = journal_stream.trim().split_once(':') else {
+        return false;
+    };
+    matches!((d.parse::<u64>(), i.parse::<u64>()), (Ok(d), Ok(i)) if d == dev && i == ino)
+}
+
+/// Stderr is the journal: JOURNAL_STREAM names it (looked at once).
+pub fn stderr_is_journal() -> bool {
+    static IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IS.get_or_init(|| {
+        let Some(stream) = std::env::var_os(JOURNAL_ENV) else {
+            return false;
+        };
+        let Ok(st) = nix::sys::stat::fstat(std::io::stderr()) else {
+            return false;
+        };
+        names_stream(&stream.to_string_lossy(), st.st_dev, st.st_ino)
+    })
+}
+
+/// One line as `say!` writes it: with the level's `<N>` prefix when stderr
+/// is the journal.
+pub fn format_line(level: Level, journal: bool, message: std::fmt::Arguments) -> String {
+    if journal {
+        format!("<{}>jobrun: {message}\n", level.priority())
+    } else {
+        format!("jobrun: {message}\n")
+    }
+}
+
+/// Write one line of jobrun's on stderr (see `say!`), in one write.
+pub fn line(level: Level, message: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let text = format_line(level, stderr_is_journal(), message);
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// Where a thread of a pass says what happened (the renewer, the owner of
 /// the child): the pass's stderr (`Log::stderr`), or whatever a test keeps
 /// to read back, so that unit tests print nothing of their own.
 #[derive(Clone)]
-pub struct Log(pub(crate) std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+pub struct Log(pub(crate) std::sync::Arc<LogFn>);
+
+/// What takes each line of a `Log`, with its level.
+pub(crate) type LogFn = dyn Fn(Level, &str) + Send + Sync;
 
 impl Log {
-    /// Each line on stderr as jobrun's own (`jobrun: ...`).
+    /// Each line on stderr as jobrun's own (`jobrun: ...`), at its level.
     pub fn stderr() -> Log {
-        Log(std::sync::Arc::new(|line| say!("{line}")))
+        Log(std::sync::Arc::new(|level, l| {
+            line(level, format_args!("{l}"))
+        }))
     }
 
-    /// Say one line.
-    pub fn line(&self, line: std::fmt::Arguments) {
-        (self.0)(&line.to_string());
+    /// Say one line at `level`.
+    pub fn line(&self, level: Level, l: std::fmt::Arguments) {
+        (self.0)(level, &l.to_string());
     }
 }
 
@@ -178,6 +295,22 @@ mod tests {
             escape("deploy\u{fe00}\u{ad}\u{e0001}\u{378}\u{e000}"),
             "deploy\\u{fe00}\\u{ad}\\u{e0001}\\u{378}\\u{e000}"
         );
+    }
+
+    #[test]
+    fn journal_stream_must_name_stderr() {
+        assert!(names_stream("8:1234", 8, 1234));
+        assert!(!names_stream("8:1234", 8, 1235));
+        assert!(!names_stream("9:1234", 8, 1234));
+        assert!(!names_stream("", 8, 1234));
+        assert!(!names_stream("8", 8, 1234));
+        assert!(!names_stream("x:y", 8, 1234));
+        let f = |level, journal| format_line(level, journal, format_args!("j: {}", 1));
+        assert_eq!(f(Level::Warning, true), "<4>jobrun: j: 1\n");
+        assert_eq!(f(Level::Error, true), "<3>jobrun: j: 1\n");
+        assert_eq!(f(Level::Notice, true), "<5>jobrun: j: 1\n");
+        assert_eq!(f(Level::Info, true), "<6>jobrun: j: 1\n");
+        assert_eq!(f(Level::Warning, false), "jobrun: j: 1\n");
     }
 
     #[test]

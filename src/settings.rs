@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use crate::cli::RunArgs;
+use crate::hook::Hooks;
 use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::names;
@@ -399,6 +400,10 @@ pub struct RunSettings {
     pub window: Option<WindowAsk>,
     /// `None`: `--output inherit`.
     pub output: Option<OutputSettings>,
+    /// `--on-start`, `--on-success`, `--on-failure`, `--hook-timeout`.
+    pub hooks: Hooks,
+    /// `--syslog`: each pass's outcome line to syslog too.
+    pub syslog: bool,
 }
 
 /// `--output quiet-unless-failed` and its bounds, in bytes.
@@ -509,6 +514,7 @@ impl RunSettings {
                 );
             }
         }
+        let hook_timeout = duration("--hook-timeout/JOBRUN_HOOK_TIMEOUT", &a.hook_timeout)?;
         if lease < MIN_LEASE {
             bail!(
                 "--lease {} is too short: the lease is renewed every third of it (at least every \
@@ -555,6 +561,13 @@ impl RunSettings {
             }),
             output: OutputSettings::resolve(a)?,
             window,
+            hooks: Hooks {
+                on_start: a.on_start.clone(),
+                on_success: a.on_success.clone(),
+                on_failure: a.on_failure.clone(),
+                timeout: hook_timeout,
+            },
+            syslog: a.syslog,
         })
     }
 }

@@ -20,7 +20,7 @@ use signal_hook::iterator::Signals;
 
 use crate::exit;
 use crate::process::{self, Group};
-use crate::report::Log;
+use crate::report::{Level, Log};
 use crate::signal::{signal_group, PassGroup};
 use crate::spawn::{taken_over, RunningChild};
 
@@ -176,20 +176,26 @@ pub fn supervise(
             Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(e) => e,
                 Err(RecvTimeoutError::Timeout) if kill_due.is_some_and(|k| k <= Instant::now()) => {
-                    log.line(format_args!(
-                        "{label}: child still running {} after TERM; sending KILL",
-                        humantime::format_duration(kill_after)
-                    ));
+                    log.line(
+                        Level::Warning,
+                        format_args!(
+                            "{label}: child still running {} after TERM; sending KILL",
+                            humantime::format_duration(kill_after)
+                        ),
+                    );
                     signal_own(child, libc::SIGKILL);
                     killed = true;
                     continue;
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     if let Some((_, after)) = timeout {
-                        log.line(format_args!(
-                            "{label}: timed out after {}; sending TERM",
-                            humantime::format_duration(after)
-                        ));
+                        log.line(
+                            Level::Warning,
+                            format_args!(
+                                "{label}: timed out after {}; sending TERM",
+                                humantime::format_duration(after)
+                            ),
+                        );
                     }
                     signal_own(child, libc::SIGTERM);
                     timed_out = true;
@@ -213,7 +219,10 @@ pub fn supervise(
             Event::LeaseLost | Event::MaxHold => {
                 lease_lost = true;
                 if on_lost == OnLost::Term {
-                    log.line(format_args!("{label}: stopping the pass (--on-lost term)"));
+                    log.line(
+                        Level::Warning,
+                        format_args!("{label}: stopping the pass (--on-lost term)"),
+                    );
                     signal_own(child, libc::SIGTERM);
                     start_grace(&mut kill_at);
                 }
@@ -248,9 +257,10 @@ fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str, 
     if !group_runs(pgid) {
         return;
     }
-    log.line(format_args!(
-        "{label}: the command left processes in its process group; sending TERM"
-    ));
+    log.line(
+        Level::Warning,
+        format_args!("{label}: the command left processes in its process group; sending TERM"),
+    );
     signal_own(child, libc::SIGTERM);
     let deadline = crate::clock::deadline_after(kill_after);
     while Instant::now() < deadline {
@@ -259,9 +269,10 @@ fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str, 
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    log.line(format_args!(
-        "{label}: processes of the pass survived TERM; sending KILL"
-    ));
+    log.line(
+        Level::Warning,
+        format_args!("{label}: processes of the pass survived TERM; sending KILL"),
+    );
     signal_own(child, libc::SIGKILL);
 }
 
@@ -323,7 +334,7 @@ mod tests {
         watch_exit(child.id(), events).unwrap();
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let sink = std::sync::Arc::clone(&lines);
-        let log = Log(std::sync::Arc::new(move |l: &str| {
+        let log = Log(std::sync::Arc::new(move |_, l: &str| {
             sink.lock().unwrap().push(l.to_string())
         }));
         let ended = supervise(

@@ -81,7 +81,7 @@ pub fn run(spec: StoreSpec, a: ClearArgs) -> Result<i32> {
                         remove_stale_lock(dir, &l.pass_id);
                     }
                     if forced {
-                        say!("{head}: cleared by --force over a live holder");
+                        say!(warning, "{head}: cleared by --force over a live holder");
                     }
                     println!("{head}: cleared: {why}");
                     if let Some(left) = containers_left(&l, &evidence) {

@@ -25,7 +25,7 @@ pub fn run(spec: StoreSpec, a: ForgetArgs) -> Result<i32> {
     for name in &names {
         match store.forget(name)? {
             Forget::Forgotten => {
-                say!("{name}: forgotten, with its history");
+                say!(notice, "{name}: forgotten, with its history");
                 continue;
             }
             Forget::Unknown => {
@@ -34,20 +34,28 @@ pub fn run(spec: StoreSpec, a: ForgetArgs) -> Result<i32> {
                     .map(|k| format!("; did you mean `{}`?", escape(k)))
                     .unwrap_or_default();
                 say!(
+                    error,
                     "{}: not forgotten: store {} does not know this job{meant}",
                     escape(name),
                     spec.display()
                 )
             }
             Forget::Held(n) => {
-                say!("{name}: not forgotten: a pass holds it ({n} slot(s) held; see jobrun status)")
+                say!(
+                    warning,
+                    "{name}: not forgotten: a pass holds it ({n} slot(s) held; see jobrun status)"
+                )
             }
             Forget::Queued(n) => {
-                say!("{name}: not forgotten: {n} pass(es) wait for a slot")
+                say!(
+                    warning,
+                    "{name}: not forgotten: {n} pass(es) wait for a slot"
+                )
             }
             Forget::Paused(pauses) => {
                 for p in &pauses {
                     say!(
+                        warning,
                         "{name}: not forgotten: paused by {} ({} lifts it)",
                         set_by(p),
                         lifted_by(p)

@@ -68,6 +68,7 @@ fn show(choice: &StoreChoice, pass: &str) -> Result<i32> {
     };
     let Some(kept) = kept else {
         crate::say!(
+            error,
             "no output kept for pass {pass}: only a pass that ended badly under --output \
              quiet-unless-failed keeps its output (--keep-output), until its history row is \
              pruned or its job forgotten"

@@ -9,6 +9,7 @@ pub mod pause;
 pub mod run;
 pub mod status;
 pub mod stop_due;
+pub mod timeline;
 
 use crate::evidence::{Evidence, Verdict};
 use crate::files::Holders;
@@ -107,7 +108,7 @@ pub fn open_to_write(choice: &StoreChoice) -> anyhow::Result<Box<dyn Store>> {
     let existed = std::fs::symlink_metadata(path).is_ok();
     let store = choice.spec.open()?;
     if !existed {
-        say!("created a new store at {}", path.display());
+        say!(notice, "created a new store at {}", path.display());
     }
     Ok(store)
 }
@@ -120,12 +121,13 @@ pub fn open_to_read(choice: &StoreChoice) -> anyhow::Result<Option<Box<dyn Store
     match choice.spec.open_existing() {
         Ok(store) => Ok(Some(store)),
         Err(crate::store::StoreError::Missing(at)) if !choice.explicit => {
-            say!("no jobs yet (no store at {at})");
+            say!(info, "no jobs yet (no store at {at})");
             let root_dir = std::path::Path::new(crate::settings::DEFAULT_ROOT_DB)
                 .parent()
                 .unwrap_or(std::path::Path::new("/"));
             if !nix::unistd::geteuid().is_root() && root_dir.is_dir() {
                 say!(
+                    info,
                     "root's jobs are in {}; pass --db to read a store you can read",
                     root_dir.display()
                 );
@@ -174,6 +176,7 @@ pub fn all_known(
             .map(|k| format!("; did you mean `{}`?", escape(k)))
             .unwrap_or_default();
         say!(
+            error,
             "{}: store {} does not know this job{meant}{hint}",
             escape(n),
             spec.display()

@@ -41,6 +41,7 @@ pub fn pause(choice: &StoreChoice, a: PauseArgs) -> Result<i32> {
             Err(StoreError::Missing(_)) => {
                 for n in &names {
                     say!(
+                        error,
                         "{}: store {} does not exist, so it knows no job; pause --new NAME \
                          pauses a job before its first pass",
                         escape(n),
@@ -61,9 +62,12 @@ pub fn pause(choice: &StoreChoice, a: PauseArgs) -> Result<i32> {
         store.pause(scope, owner, reason)?;
         match scope {
             PauseScope::All => {
-                say!("paused all jobs{by}, including jobs first seen while the pause stands")
+                say!(
+                    notice,
+                    "paused all jobs{by}, including jobs first seen while the pause stands"
+                )
             }
-            PauseScope::Job(name) => say!("{name}: paused{by}"),
+            PauseScope::Job(name) => say!(notice, "{name}: paused{by}"),
         }
     }
     Ok(exit::OK)
@@ -101,6 +105,7 @@ fn still(label: &str, p: &Pause) {
         .map(|r| format!(" ({})", escape(r)))
         .unwrap_or_default();
     say!(
+        warning,
         "{label}: still paused by {}{reason} ({} lifts it)",
         set_by(p),
         lifted_by(p)
@@ -130,9 +135,9 @@ pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
             // --all: every pause of this owner, whatever its scope.
             let lifted = store.resume(None, owner)?;
             if lifted > 0 {
-                say!("lifted {lifted} pause(s){whose}");
+                say!(notice, "lifted {lifted} pause(s){whose}");
             } else {
-                say!("no pause{whose} stood");
+                say!(info, "no pause{whose} stood");
             }
             let remaining = store.pauses()?;
             for p in &remaining {
@@ -143,7 +148,7 @@ pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
                 still(&label, p);
             }
             if remaining.is_empty() {
-                say!("resumed all jobs");
+                say!(notice, "resumed all jobs");
             }
             continue;
         };
@@ -155,8 +160,8 @@ pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
         }
         match (lifted > 0, remaining.is_empty()) {
             (_, false) => {}
-            (true, true) => say!("{name}: resumed"),
-            (false, true) => say!("{name}: was not paused"),
+            (true, true) => say!(notice, "{name}: resumed"),
+            (false, true) => say!(info, "{name}: was not paused"),
         }
     }
     Ok(exit::OK)

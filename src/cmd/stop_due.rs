@@ -297,6 +297,7 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                     // run on unsupervised.
                     let Some(child) = l.holder.child else {
                         say!(
+                            warning,
                             "{} slot {}: still held {} after TERM, no command recorded; \
                              not escalating",
                             escape(&l.job),
@@ -335,15 +336,18 @@ pub fn run(spec: StoreSpec, a: StopArgs) -> Result<i32> {
                         signal_group(group, libc::SIGKILL, false)
                     });
                     match sent {
-                        Ok(n) => say!(
+                        Ok(n) => {
+                            say!(warning,
                             "{} slot {}: still held {} after TERM; sent KILL to {n} process(es) \
                              of process group {}",
                             escape(&l.job),
                             l.slot,
                             humantime::format_duration(k),
                             child.pid
-                        ),
+                        )
+                        }
                         Err(e) => say!(
+                            error,
                             "{} slot {}: cannot KILL pid {}: {e}",
                             escape(&l.job),
                             l.slot,

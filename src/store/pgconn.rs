@@ -320,7 +320,7 @@ pub fn resolve(db: &str) -> Result<ConnParams, String> {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     params.resolve_password(home.as_deref(), &mut |line| {
         if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            crate::say!("{line}");
+            crate::say!(warning, "{line}");
         }
     });
     Ok(params)

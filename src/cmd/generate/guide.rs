@@ -247,7 +247,9 @@ jobrun run --containers docker feeds.poll -- \\
     sh -c 'exec docker compose run --rm --label \"$JOBRUN_LABEL\" job'
 jobrun run --timeout 20m --spread 2m --jitter 30s feeds.poll -- /srv/app/bin/poll-due-feeds
 jobrun run --once-per 1h digest.flush -- /srv/app/bin/flush --hour \"$JOBRUN_WINDOW\"
-jobrun run --window \"$(date +%F)\" --window-attempts 5 reports.daily -- ./daily"
+jobrun run --window \"$(date +%F)\" --window-attempts 5 reports.daily -- ./daily
+jobrun run --on-success 'curl -fsS -m 10 https://hc-ping.com/UUID' \\
+    --on-failure 'curl -fsS -m 10 https://hc-ping.com/UUID/fail' feeds.poll -- ./poll"
         }
         "status" => {
             "jobrun status
@@ -266,6 +268,10 @@ jobrun pause --all --as upgrade --reason upgrade"
 jobrun resume --all --as upgrade"
         }
         "forget" => "jobrun forget feeds.poll.old",
+        "timeline" => {
+            "jobrun timeline
+COLUMNS=200 jobrun timeline feeds.poll digest.flush --since 7d"
+        }
         "stop-due" => "jobrun stop-due --all --wait 5m --kill-after 1m",
         "clear-locks" => "jobrun clear-locks --all --dry-run",
         _ => return,

@@ -73,6 +73,7 @@ pub fn main_page(root: &Command) -> Result<Vec<u8>> {
     reference::files(&mut r);
     reference::signals(&mut r, root);
     reference::outcomes(&mut r);
+    reference::logs(&mut r);
     guide::json_output(&mut r);
     guide::main_examples(&mut r);
     see_also(&mut r, root, "jobrun");
@@ -100,6 +101,7 @@ pub fn sub_page(root: &Command, sub: &Command) -> Result<Vec<u8>> {
     reference::exit_status(&mut r, Some(sub_name));
     if sub_name == "run" {
         reference::signals(&mut r, root);
+        reference::hooks(&mut r);
     }
     if sub_name == "history" {
         reference::outcomes(&mut r);

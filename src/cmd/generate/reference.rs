@@ -131,7 +131,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 5] = [
+pub const SETTING_VARIABLES: [(&str, &str); 6] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -141,6 +141,11 @@ pub const SETTING_VARIABLES: [(&str, &str); 5] = [
         crate::process::identity::BOOT_ID_ENV,
         "The boot id recorded with a pass (default: {/proc/sys/kernel/random/boot_id}); a \
          test seam, like `JOBRUN_CLOCK_SKEW`.",
+    ),
+    (
+        crate::cron_log::SOCKET_ENV,
+        "The unix socket `--syslog` sends to instead of the system's (`/dev/log`): a test \
+         seam.",
     ),
     (
         crate::clock::SKEW_ENV,
@@ -265,6 +270,12 @@ pub fn environment(r: &mut Roff, root: &Command) {
     }
     para(r, "jobrun sets these in the command's environment:");
     for (env, what) in COMMAND_VARIABLES {
+        r.control("TP", []);
+        r.control("B", [env]);
+        r.text(prose(what));
+    }
+    para(r, "and these too in a hook's (see HOOKS in jobrun-run(1)):");
+    for (env, what) in HOOK_VARIABLES {
         r.control("TP", []);
         r.control("B", [env]);
         r.text(prose(what));
@@ -525,4 +536,95 @@ pub fn outcomes(r: &mut Roff) {
     for o in Outcome::ALL {
         item(r, vec![bold(o.as_str())], help_text(o.meaning()));
     }
+}
+
+/// The variables a hook finds, beside those the command gets.
+pub const HOOK_VARIABLES: [(&str, &str); 4] = [
+    (
+        crate::hook::OUTCOME_ENV,
+        "End hooks only: how the pass ended, as history records it (see OUTCOMES in \
+         jobrun-history(1)).",
+    ),
+    (
+        crate::hook::EXIT_CODE_ENV,
+        "End hooks only: the code the pass exits with (128+N when the command died of \
+         signal N).",
+    ),
+    (
+        crate::hook::DURATION_ENV,
+        "End hooks only: how long the command ran, in milliseconds, as history records it.",
+    ),
+    (
+        crate::hook::OUTPUT_FILE_ENV,
+        "The failure hook only, under `--output quiet-unless-failed`: the path of the \
+         spool that holds the command's output (removed once the hook has run).",
+    ),
+];
+
+/// HOOKS (jobrun-run(1)): when each hook runs, what it sees, what bounds it.
+pub fn hooks(r: &mut Roff) {
+    heading(r, "HOOKS");
+    let fired = |bad: bool| {
+        Outcome::ALL
+            .into_iter()
+            .filter(|o| o.ended_badly() == bad && (bad || *o == Outcome::Ok))
+            .map(Outcome::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    r.text(prose(&format!(
+        "Each hook is one shell line, run by `/bin/sh -c` in a process group of its own, \
+         with stdin from /dev/null and its output on jobrun's stderr. `--on-start` runs \
+         when the command starts, beside it, and never delays it. Once the pass has given \
+         its slot back (so a slow hook never holds the job), `--on-success` runs after a \
+         pass that ended {ok} and `--on-failure` after one that ended {bad}. A pass whose \
+         command never ran (skipped, coalesced, a `--wait` that ran out) and a pass \
+         stopped by the operator fire neither.",
+        ok = fired(false),
+        bad = fired(true),
+    )));
+    para(
+        r,
+        "A hook is limited by `--hook-timeout` (default 10s): past it its process group is \
+         killed, and when its shell ends anything it left in its group is killed too. A \
+         hook that fails, dies or is killed is logged as a warning and never changes the \
+         pass's exit code or outcome. jobrun waits for its hooks (each bounded by the \
+         timeout) before it exits. A hook does not see `JOBRUN_ON_START`, \
+         `JOBRUN_ON_SUCCESS` or `JOBRUN_ON_FAILURE`, so a `jobrun run` inside a hook fires \
+         no hooks of its own.",
+    );
+    para(
+        r,
+        "A hook sees the command's `JOBRUN_JOB`, `JOBRUN_PASS`, `JOBRUN_TOKEN` and \
+         `JOBRUN_SLOT`, and:",
+    );
+    for (env, what) in HOOK_VARIABLES {
+        item(r, vec![bold(env)], help_text(what));
+    }
+}
+
+/// LOGS (jobrun(1)): the levels of jobrun's lines, the journal, syslog.
+pub fn logs(r: &mut Roff) {
+    use crate::report::Level;
+    heading(r, "LOGS");
+    r.text(prose(&format!(
+        "jobrun writes one line per event on stderr, `jobrun: ` and the message. Every line \
+         has a level. When stderr is the journal (`{}` names stderr's device and inode; a \
+         child that inherits the variable with stderr elsewhere gets no prefixes) each line \
+         starts with its sd-daemon(3) priority, `<3>` to `<6>`, so that `journalctl -p \
+         warning` finds lost leases and evictions. The levels:",
+        crate::report::JOURNAL_ENV
+    )));
+    for l in Level::ALL {
+        item(
+            r,
+            vec![bold(l.as_str()), roman(format!(" <{}>", l.priority()))],
+            help_text(l.meaning()),
+        );
+    }
+    para(
+        r,
+        "With `run --syslog` each pass's outcome line also goes to syslog, facility cron: \
+         an error when the pass ended badly, info when it ended ok, a notice otherwise.",
+    );
 }

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use clap::Command;
 
 use super::reference::{
-    file_entries, option_variables, signal_groups, signal_name, COMMAND_VARIABLES, PASS, READERS,
-    SETTING_VARIABLES, STORE,
+    file_entries, option_variables, signal_groups, signal_name, COMMAND_VARIABLES, HOOK_VARIABLES,
+    PASS, READERS, SETTING_VARIABLES, STORE,
 };
 use super::text::{page_name, subcommands};
 use super::{documented, man_date};
@@ -338,7 +338,49 @@ fn variables(root: &Command) -> Vec<String> {
     let mut vars: Vec<String> = option_variables(root).into_iter().map(|(e, _)| e).collect();
     vars.extend(SETTING_VARIABLES.iter().map(|(e, _)| e.to_string()));
     vars.extend(COMMAND_VARIABLES.iter().map(|(e, _)| e.to_string()));
+    vars.extend(HOOK_VARIABLES.iter().map(|(e, _)| e.to_string()));
     vars
+}
+
+/// LOGS in jobrun(1) lists every level with its journal priority.
+#[test]
+fn logs_are_report_levels() {
+    let have: Vec<(String, String)> = page("jobrun")
+        .section("LOGS")
+        .entries
+        .iter()
+        .map(|e| (e.tag.clone(), e.body.clone()))
+        .collect();
+    let want: Vec<(String, String)> = crate::report::Level::ALL
+        .iter()
+        .map(|l| {
+            (
+                format!("{} <{}>", l.as_str(), l.priority()),
+                l.meaning().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(have, want, "LOGS is not report::Level::ALL{REGENERATE}");
+}
+
+/// HOOKS in jobrun-run(1) lists what a hook sees, and which outcomes fire
+/// which hook, from `Outcome::ended_badly`.
+#[test]
+fn hooks_are_what_the_hook_module_does() {
+    let hooks = page("jobrun-run").section("HOOKS").clone();
+    let tags: Vec<&str> = hooks.entries.iter().map(|e| e.tag.as_str()).collect();
+    let want: Vec<&str> = HOOK_VARIABLES.iter().map(|(e, _)| *e).collect();
+    assert_eq!(tags, want, "HOOKS{REGENERATE}");
+    let text = hooks.text.replace('\n', " ");
+    let bad = text.split("after one that ended ").nth(1).unwrap();
+    let bad = &bad[..bad.find('.').unwrap()];
+    for o in Outcome::ALL {
+        assert_eq!(
+            words(bad).any(|w| w == o.as_str()),
+            o.ended_badly(),
+            "HOOKS: {o:?}{REGENERATE}"
+        );
+    }
 }
 
 /// ENVIRONMENT lists every variable, once; every `JOBRUN_*` any page names

@@ -38,7 +38,7 @@ impl Ctx {
         let mut said = String::new();
         let say_once = |said: &mut String, line: String| {
             if line != *said {
-                say!("{label}: {line}");
+                say!(info, "{label}: {line}");
                 *said = line;
             }
         };
@@ -46,20 +46,24 @@ impl Ctx {
             match engine::running(engine, &pass_id, ENGINE_TIMEOUT) {
                 Seen::NoneRunning => {
                     if !said.is_empty() {
-                        say!("{label}: no container of the pass runs any more");
+                        say!(info, "{label}: no container of the pass runs any more");
                     }
                     return;
                 }
                 Seen::Running(ids) if stop => {
                     let shown: Vec<&str> = ids.iter().map(|i| i.short()).collect();
                     say!(
+                        notice,
                         "{label}: stopping container(s) {} by label {} ({name} stop -t {})",
                         shown.join(", "),
                         engine::label(&pass_id).unwrap_or_default(),
                         engine::stop_seconds(kill_after)
                     );
                     if let Err(why) = Stopping::start(engine, &pass_id, ids, kill_after).finish() {
-                        say!("{label}: {why}; releasing the slot as asked: they may still run");
+                        say!(
+                            warning,
+                            "{label}: {why}; releasing the slot as asked: they may still run"
+                        );
                         return;
                     }
                     // Look again at once: none should run now.
@@ -79,6 +83,7 @@ impl Ctx {
                 }
                 Seen::NoAnswer(why) if stop => {
                     say!(
+                        warning,
                         "{label}: {why}; releasing the slot as asked: the pass's containers may \
                          still run"
                     );

@@ -81,13 +81,14 @@ fn report_evictions(plan: &[Planned], attempt: &Attempt, evidence: &Evidence) {
         .iter()
         .filter(|p| attempt.evicted.contains(&p.eviction))
     {
-        say!("{}", p.note);
+        say!(warning, "{}", p.note);
         if let Some(dir) = &evidence.lock_dir {
             remove_stale_lock(dir, &p.pass_id);
         }
     }
     if let (false, Acquire::Acquired(key)) = (attempt.evicted.is_empty(), &attempt.result) {
         say!(
+            notice,
             "{}: took slot {} with new token {}",
             key.job,
             key.slot,
@@ -166,6 +167,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     // pass's own wait and duration.
     if let Some(sig) = delay_before_pass(&settings, &events) {
         say!(
+            notice,
             "{}: stopped by signal {sig} before trying for a slot (--spread/--jitter wait); \
              nothing was taken",
             settings.job

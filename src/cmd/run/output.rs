@@ -23,10 +23,6 @@ use crate::say;
 use crate::settings::OutputSettings;
 use crate::store::StoreSpec;
 
-/// What a failure hook finds in its environment: the spool's path
-/// (`Spooled::path`), set in `Ctx::end_output` before the spool goes.
-#[allow(dead_code)] // the failure hook's, once hooks exist
-pub const OUTPUT_FILE_ENV: &str = "JOBRUN_OUTPUT_FILE";
 /// The spool directory in `$XDG_RUNTIME_DIR`.
 pub const RUNTIME_OUTPUT_DIR: &str = "jobrun-output.d";
 /// Beside a SQLite store: `<store>.output-<uid>`.
@@ -71,22 +67,21 @@ pub fn prepare(spec: &StoreSpec, pass_id: &str, out: &OutputSettings) -> Result<
 
 impl Ctx {
     /// The pass is over and recorded with `outcome`: print its output
-    /// unless it ended ok, keep its tail with its history row if it ended
-    /// badly, and remove the spool. The one place a spool's life ends:
-    /// whatever else must see it (a failure hook, given
-    /// `OUTPUT_FILE_ENV` = `spooled.path()`) runs here, before the drop.
-    pub(super) fn end_output(&mut self, spooled: Spooled, outcome: Outcome) {
+    /// unless it ended ok, and keep its tail with its history row if it
+    /// ended badly. The spool itself goes in `Ctx::end`, after the end
+    /// hooks (the failure hook gets its path).
+    pub(super) fn show_output(&mut self, spooled: &Spooled, outcome: Outcome) {
         let Some(out) = self.settings.output else {
             return;
         };
         let label = self.label();
         if let Some(e) = &spooled.written.error {
-            say!("{label}: the output spool is incomplete: {e}");
+            say!(warning, "{label}: the output spool is incomplete: {e}");
         }
         if outcome.prints_captured_output() {
             let stdout = std::io::stdout();
             if let Err(e) = spooled.copy_to(&mut stdout.lock()) {
-                say!("{label}: cannot print the command's output: {e}");
+                say!(warning, "{label}: cannot print the command's output: {e}");
             }
         }
         if outcome.ended_badly() && out.keep > 0 {
@@ -100,11 +95,8 @@ impl Ctx {
                         .with_retries(|s| s.keep_output(job, pass, &tail, out.keep_total))?)
                 });
             if let Err(e) = kept {
-                say!("{label}: the output was not kept in history: {e}");
+                say!(warning, "{label}: the output was not kept in history: {e}");
             }
         }
-        // End hooks of the pass run here, before the spool goes: a failure
-        // hook gets `OUTPUT_FILE_ENV` = `spooled.path()`.
-        drop(spooled);
     }
 }

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared, Taken};
-use crate::capture::{Capture, Reading};
+use crate::capture::{Capture, Reading, Spooled};
 use crate::clock::now_ms;
 use crate::cmd::{holder_name, judge_lease, judged};
 use crate::evidence::StoreReach;
 use crate::exit;
+use crate::hook::{self, EndVars, PassVars, StartHook};
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Ending, Outcome, PassRecord};
@@ -57,7 +58,7 @@ impl Prepared {
             Acquire::Paused(p) => {
                 drop(held);
                 if !ctx.settings.quiet {
-                    say!("{}: {}; skipping", ctx.label(), paused_line(&p));
+                    say!(notice, "{}: {}; skipping", ctx.label(), paused_line(&p));
                 }
                 ctx.record_not_run(Outcome::Skipped)?;
                 Ok(Taken::Done(ctx.settings.conflict_exit_code))
@@ -88,6 +89,7 @@ impl Ctx {
     pub(super) fn window_skip(&mut self, row: &WindowRow, given_up: bool) -> Result<i32> {
         if !self.settings.quiet {
             say!(
+                notice,
                 "{}: {}; skipping",
                 self.label(),
                 super::window_line(row, given_up)
@@ -138,6 +140,7 @@ impl Ctx {
                     // Once per holder, not at every poll of a queued pass.
                     if self.warned.insert((l.slot, l.token)) {
                         say!(
+                            warning,
                             "{}: warning: lease lapsed {} ago but holder {} is alive ({}); \
                              keeping it",
                             escape(&l.job),
@@ -198,7 +201,7 @@ impl Ctx {
                 }
                 None => format!("{queued} pass(es) queued ahead; skipping"),
             };
-            say!("{}: {line}", self.label());
+            say!(notice, "{}: {line}", self.label());
         }
         self.record_not_run(Outcome::Skipped)?;
         Ok(self.settings.conflict_exit_code)
@@ -208,6 +211,7 @@ impl Ctx {
     /// dropped by the caller).
     pub(super) fn coalesced(&mut self, into: &str) -> Result<i32> {
         say!(
+            notice,
             "{}: coalesced into queued pass {}",
             self.label(),
             escape(into)
@@ -223,10 +227,16 @@ impl Ctx {
         match self.store.while_busy(|s| s.record_pass(&pass, keep, &pin)) {
             // The store the pass began with is gone: nothing to record into.
             Err(StoreError::NotPinned(why)) => {
-                say!("{}: {why}; the pass is not recorded", self.label());
+                say!(error, "{}: {why}; the pass is not recorded", self.label());
                 Ok(())
             }
-            other => Ok(other?),
+            other => {
+                other?;
+                if self.settings.syslog {
+                    crate::cron_log::send(&pass);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -312,28 +322,47 @@ impl Ctx {
     /// keeps failing the lease lapses on its own (and the dead wrapper's
     /// evidence frees it sooner); the pass still exits with its command's
     /// code.
-    fn finish(&mut self, key: &LeaseKey, outcome: Outcome, code: Option<i32>, signal: Option<i32>) {
+    ///
+    /// Returns how long the command ran, as history has it.
+    fn finish(
+        &mut self,
+        key: &LeaseKey,
+        outcome: Outcome,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> i64 {
+        let pass = self.pass_record(Some(key), outcome, code, signal);
+        self.release_and_record(key, &pass);
+        if self.settings.syslog {
+            crate::cron_log::send(&pass);
+        }
+        pass.duration_ms
+    }
+
+    /// Give the slot back and record `pass`, in one transaction.
+    fn release_and_record(&mut self, key: &LeaseKey, pass: &PassRecord) {
         // A store deleted or replaced under the pass: its lease went with
         // it, and the store now at that path (if any) never knew the pass.
         if let Err(why) = self.pin.check_file() {
             say!(
+                error,
                 "{} slot {}: {why}; the lease was lost with it and the pass is not recorded",
                 key.job,
                 key.slot
             );
             return;
         }
-        let pass = self.pass_record(Some(key), outcome, code, signal);
         let keep = self.settings.keep_history;
         let pin = Arc::clone(&self.pin);
         match self
             .store
-            .with_retries(|store| store.release(key, Some((&pass, keep)), &pin))
+            .with_retries(|store| store.release(key, Some((pass, keep)), &pin))
         {
             Ok(true) => {
                 wake::wake_next(&mut self.store, &key.job);
             }
             Ok(false) => say!(
+                warning,
                 "{} slot {}: lock was no longer ours at release (token {})",
                 key.job,
                 key.slot,
@@ -341,17 +370,56 @@ impl Ctx {
             ),
             // A database or schema dropped and re-created under the pass.
             Err(StoreError::NotPinned(why)) => say!(
+                error,
                 "{} slot {}: {why}; the lease was lost with it and the pass is not recorded",
                 key.job,
                 key.slot
             ),
             Err(e) => say!(
+                error,
                 "{} slot {}: release failed, the lease will lapse and the pass is not \
                  recorded: {e}",
                 key.job,
                 key.slot
             ),
         }
+    }
+
+    /// The pass as its hooks see it.
+    fn hook_vars(&self, key: &LeaseKey) -> PassVars {
+        PassVars {
+            job: key.job.clone(),
+            pass_id: self.req.pass_id.clone(),
+            token: key.token,
+            slot: key.slot,
+        }
+    }
+
+    /// The pass is recorded: show its captured output, run its end hooks
+    /// (the failure hook sees the spool), then the spool goes. The one
+    /// place a spool's life ends.
+    fn end(
+        &mut self,
+        key: &LeaseKey,
+        start: Option<StartHook>,
+        spooled: Option<Spooled>,
+        mut end: EndVars,
+    ) {
+        if let Some(s) = &spooled {
+            self.show_output(s, end.outcome);
+            end.output_file = Some(s.path().to_path_buf());
+        }
+        self.after(key, start, end);
+        drop(spooled);
+    }
+
+    /// The slot is given back: wait for the start hook, then run the end
+    /// hook the outcome fires. Neither changes the pass's exit code.
+    fn after(&self, key: &LeaseKey, start: Option<StartHook>, end: EndVars) {
+        if let Some(h) = start {
+            h.join();
+        }
+        hook::run_end(&self.settings.hooks, &self.hook_vars(key), end);
     }
 }
 
@@ -364,7 +432,10 @@ impl Holding {
         let taken = Instant::now();
         if let Some(sig) = ctx.pending_stop() {
             drop(held);
-            say!("{label}: stopped by signal {sig} before the command started");
+            say!(
+                notice,
+                "{label}: stopped by signal {sig} before the command started"
+            );
             ctx.finish(&key, Outcome::Stopped, None, Some(sig));
             return Ok(exit::of_signal(sig));
         }
@@ -394,6 +465,7 @@ impl Holding {
         let window_start = ctx.window.as_deref().and_then(|k| k.parse::<u64>().ok());
         let mut child = held.release_numbered(key.token, key.slot, window_start.unwrap_or(0));
         ctx.child_started = Some(Instant::now());
+        let start_hook = StartHook::spawn(&ctx.settings.hooks, &ctx.hook_vars(&key));
         let watched = supervise::watch_exit(child.id(), ctx.sender.clone())
             .context("cannot watch the child")
             .and_then(|()| {
@@ -404,6 +476,9 @@ impl Holding {
             Err(e) => {
                 child.kill_and_reap();
                 ctx.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
+                if let Some(h) = start_hook {
+                    h.join();
+                }
                 return Err(e);
             }
         };
@@ -434,11 +509,19 @@ impl Holding {
             } else {
                 ""
             };
-            say!("{}: {}{hint}", ctx.label(), e.message);
-            ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
-            if let Some(s) = spooled {
-                ctx.end_output(s, Outcome::SpawnFailed);
-            }
+            say!(error, "{}: {}{hint}", ctx.label(), e.message);
+            let ran_ms = ctx.finish(&key, Outcome::SpawnFailed, Some(e.code), None);
+            ctx.end(
+                &key,
+                start_hook,
+                spooled,
+                EndVars {
+                    outcome: Outcome::SpawnFailed,
+                    exit_code: e.code,
+                    duration_ms: ran_ms,
+                    output_file: None,
+                },
+            );
             return Ok(e.code);
         }
         let outcome = Outcome::of(&Ending {
@@ -450,15 +533,24 @@ impl Holding {
             lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
             timed_out: ended.timed_out,
         });
-        ctx.finish(&key, outcome, ended.code, ended.signal);
-        if let Some(s) = spooled {
-            ctx.end_output(s, outcome);
-        }
-        Ok(if outcome == Outcome::Timeout {
+        let ran_ms = ctx.finish(&key, outcome, ended.code, ended.signal);
+        let code = if outcome == Outcome::Timeout {
             exit::TIMEOUT
         } else {
             ended.exit_code()
-        })
+        };
+        ctx.end(
+            &key,
+            start_hook,
+            spooled,
+            EndVars {
+                outcome,
+                exit_code: code,
+                duration_ms: ran_ms,
+                output_file: None,
+            },
+        );
+        Ok(code)
     }
 }
 

@@ -138,7 +138,7 @@ impl Queued {
                 }
                 Ok(Acquire::Paused(p)) => {
                     if !paused {
-                        say!("{}: {}; waiting", this.label(), paused_line(&p));
+                        say!(notice, "{}: {}; waiting", this.label(), paused_line(&p));
                         paused = true;
                     }
                 }
@@ -160,6 +160,7 @@ impl Queued {
                 {
                     if !store_failing {
                         say!(
+                            warning,
                             "{}: store unavailable while queued, still waiting: {e:#}",
                             this.label()
                         );
@@ -194,7 +195,11 @@ impl Queued {
                     renewer.stop();
                     let pin = Arc::clone(&this.pin);
                     let _ = this.store.with_retries(|store| store.depart(id, &pin));
-                    say!("{}: stopped by signal {s} while queued", this.label());
+                    say!(
+                        notice,
+                        "{}: stopped by signal {s} while queued",
+                        this.label()
+                    );
                     this.record_not_run(Outcome::Stopped)?;
                     return Ok(exit::of_signal(s));
                 }
@@ -242,6 +247,7 @@ impl Queued {
                         String::new()
                     };
                     say!(
+                        warning,
                         "{}: gave up waiting after {}{at}: {why}",
                         this.label(),
                         human_ms(arrived.elapsed().as_millis() as i64)
@@ -345,7 +351,12 @@ impl Ctx {
             };
             if gone {
                 wake::remove_stale(self.store.spec(), &w.pass_id);
-                say!("{}: removed {}", escape(&w.job), queued_pass(w, &v));
+                say!(
+                    warning,
+                    "{}: removed {}",
+                    escape(&w.job),
+                    queued_pass(w, &v)
+                );
                 removed += 1;
             }
         }

@@ -116,7 +116,10 @@ pub fn watch(spec: &StoreSpec, pass_id: &str, events: Sender<Event>) -> Option<W
     let (path, (read, keep)) = match made {
         Ok(x) => x,
         Err(why) => {
-            say!("warning: not using a wake file (this waiter falls back to polling): {why}");
+            say!(
+                warning,
+                "warning: not using a wake file (this waiter falls back to polling): {why}"
+            );
             return None;
         }
     };
