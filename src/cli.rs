@@ -274,6 +274,13 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_CONTAINERS", value_enum, value_name = "ENGINE")]
     pub containers: Option<ContainersArg>,
 
+    /// The job is meant to run this often (e.g. 5m, 1d): `check` calls it
+    /// late when no pass started for that long plus its grace. Stored with
+    /// the job; the latest declaration wins. Without one, check learns the
+    /// job's cadence from its history.
+    #[arg(long, env = "JOBRUN_EVERY", value_name = "DURATION")]
+    pub every: Option<String>,
+
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]

@@ -14,6 +14,7 @@ use crate::cli::RunArgs;
 use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::pause::PauseScope;
+use crate::policy::watch::Declared;
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
 
@@ -289,6 +290,24 @@ pub fn arg_text(arg: &OsStr) -> String {
     out
 }
 
+/// A job's declared interval: a duration of at least a second.
+pub fn every_interval(flag: &str, value: &str) -> Result<Duration> {
+    let d = duration(flag, value)?;
+    if d < Duration::from_secs(1) {
+        bail!(
+            "{} {} is too short: a job's interval is at least 1s (e.g. 5m, 1h, 1d)",
+            flag.split('/').next().unwrap_or(flag),
+            value.trim()
+        );
+    }
+    Ok(d)
+}
+
+/// A duration in whole milliseconds, as the store keeps it.
+pub fn millis_of(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// Everything `run` needs, validated.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
@@ -315,6 +334,8 @@ pub struct RunSettings {
     pub keep_history: u32,
     /// The container engine the command hands its work to.
     pub containers: Option<Engine>,
+    /// The cadence declared for the job (`--every`, `--schedule`).
+    pub declared: Option<Declared>,
 }
 
 impl RunSettings {
@@ -342,7 +363,14 @@ impl RunSettings {
                 a.lease.trim()
             );
         }
+        let declared = match &a.every {
+            Some(every) => Some(Declared::Every {
+                interval_ms: millis_of(every_interval("--every/JOBRUN_EVERY", every)?),
+            }),
+            None => None,
+        };
         Ok(RunSettings {
+            declared,
             job,
             argv: a.command.clone(),
             argv_text: a.command.iter().map(|a| arg_text(a)).collect(),

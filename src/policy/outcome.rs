@@ -50,6 +50,26 @@ impl Outcome {
         self.ran_command() || self == Outcome::SpawnFailed
     }
 
+    /// The pass ended badly: its command was to run and did not end well
+    /// (`failed`, `killed`, `lost-lease`, `spawn-failed`, `abandoned`).
+    /// Never a pass whose command was not meant to run (`skipped`,
+    /// `coalesced`, a `--wait` that ran out), nor an operator's `stopped`:
+    /// what `check` calls failing and what the failure hooks fire on.
+    pub fn ended_badly(self) -> bool {
+        match self {
+            Outcome::Failed
+            | Outcome::Killed
+            | Outcome::LostLease
+            | Outcome::SpawnFailed
+            | Outcome::Abandoned => true,
+            Outcome::Ok
+            | Outcome::Skipped
+            | Outcome::Coalesced
+            | Outcome::TimedOut
+            | Outcome::Stopped => false,
+        }
+    }
+
     /// What the outcome says about the pass, for the man pages.
     pub fn meaning(self) -> &'static str {
         match self {
@@ -221,6 +241,18 @@ impl PassRecord {
         self.outcome.ran_command() || (self.outcome == Outcome::Abandoned && self.token.is_some())
     }
 
+    /// The pass ended badly (`Outcome::ended_badly`); an abandoned pass
+    /// only if it held a slot (a ghost waiter never ran its command).
+    pub fn ended_badly(&self) -> bool {
+        self.outcome.ended_badly() && (self.outcome != Outcome::Abandoned || self.token.is_some())
+    }
+
+    /// The pass tried to run its command: it took a slot (a `failing`
+    /// verdict counts these, and only these).
+    pub fn took_slot(&self) -> bool {
+        self.outcome.took_slot() || (self.outcome == Outcome::Abandoned && self.token.is_some())
+    }
+
     /// The record of a holder someone else freed: from the lease row as
     /// read in the freeing transaction, ending at its last renewal.
     pub fn abandoned_holder(
@@ -329,6 +361,39 @@ mod tests {
             ..Ending::default()
         };
         assert_eq!(Outcome::of(&failed), Outcome::SpawnFailed);
+    }
+
+    #[test]
+    fn which_passes_ended_badly() {
+        use Outcome::*;
+        let bad: Vec<Outcome> = Outcome::ALL
+            .into_iter()
+            .filter(|o| o.ended_badly())
+            .collect();
+        assert_eq!(bad, [Failed, LostLease, SpawnFailed, Killed, Abandoned]);
+        let pass = |outcome, token| PassRecord {
+            job: "j".into(),
+            pass_id: "p".into(),
+            token,
+            slot: None,
+            host: "h".into(),
+            pid: 1,
+            started_at_ms: 0,
+            ended_at_ms: 0,
+            duration_ms: 0,
+            waited_ms: None,
+            exit_code: None,
+            signal: None,
+            outcome,
+            freed: None,
+        };
+        // A holder freed as abandoned ended badly; a ghost waiter never ran.
+        assert!(pass(Abandoned, Some(3)).ended_badly());
+        assert!(pass(Abandoned, Some(3)).took_slot());
+        assert!(!pass(Abandoned, None).ended_badly());
+        assert!(!pass(Abandoned, None).took_slot());
+        assert!(pass(SpawnFailed, None).took_slot());
+        assert!(!pass(Stopped, Some(1)).ended_badly());
     }
 
     #[test]

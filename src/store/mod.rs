@@ -14,6 +14,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
+use crate::policy::watch::Declared;
 use crate::renewer::Renewal;
 
 #[cfg(test)]
@@ -210,6 +211,9 @@ pub struct AcquireRequest {
     pub max_hold: Duration,
     /// The container engine the pass declared (`--containers`).
     pub containers: Option<Engine>,
+    /// The cadence the pass declared for its job (`--every`, `--schedule`):
+    /// stored with the job, the latest declaration wins.
+    pub declared: Option<Declared>,
 }
 
 impl AcquireRequest {
@@ -272,6 +276,22 @@ pub struct JobRow {
     /// The last pass of any kind (a skip shows the scheduler fired).
     pub attempt_outcome: Option<String>,
     pub attempt_ended_ms_ago: Option<i64>,
+    /// The cadence the job's latest declaring pass declared.
+    #[serde(skip)]
+    #[allow(dead_code)] // `check` reads it next
+    pub declared: Option<Declared>,
+}
+
+/// A job's passes that ended one way, counted since the store first saw
+/// the job: pruning history never lowers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(dead_code)] // `metrics` reads it next
+pub struct Counter {
+    pub job: String,
+    /// As history names it (`Outcome::as_str`, or whatever a writer of
+    /// the store wrote).
+    pub outcome: String,
+    pub passes: i64,
 }
 
 /// Which passes `history` returns.
@@ -334,6 +354,10 @@ pub trait Store: Send {
     fn record_pass(&mut self, pass: &PassRecord, keep: u32) -> Result<()>;
     /// The latest passes that match `q`, newest start first.
     fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>>;
+    /// The passes of the named jobs (all when empty) by outcome, by job and
+    /// outcome: the counters, and the history rows not counted yet.
+    #[allow(dead_code)] // `metrics` reads it next
+    fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>>;
     /// Remove a job that is free (no holder, no waiter, no pause of its
     /// own) and its history, in one transaction; otherwise say why not.
     fn forget(&mut self, job: &str) -> Result<Forget>;

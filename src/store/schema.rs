@@ -312,7 +312,36 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    ALTER TABLE waiters ADD COLUMN IF NOT EXISTS containers TEXT; \
                    ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_evidence TEXT;",
     },
+    // monitoring: per-job passes by outcome that pruning history never lowers (counted up
+    // to `jobs.counted_id`, the history rows after it are folded in by the next writer),
+    // backfilled from the history kept; the cadence a job declares on `run`; a pass's
+    // idle limit and its last progress (`jobrun touch`)
+    Step {
+        version: 9,
+        min_reader: 4,
+        sqlite: V9,
+        postgres: V9,
+    },
 ];
+
+const V9: &str = r#"
+CREATE TABLE IF NOT EXISTS job_counters (
+    job TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    passes {int} NOT NULL,
+    PRIMARY KEY (job, outcome)
+);
+ALTER TABLE jobs ADD COLUMN counted_id {int};
+ALTER TABLE jobs ADD COLUMN every_ms {int};
+ALTER TABLE jobs ADD COLUMN schedule TEXT;
+ALTER TABLE jobs ADD COLUMN schedule_tz TEXT;
+ALTER TABLE leases ADD COLUMN max_idle_ms {int};
+ALTER TABLE leases ADD COLUMN touched_ms {int};
+INSERT INTO job_counters (job, outcome, passes)
+    SELECT job, outcome, count(*) FROM history WHERE job IN (SELECT name FROM jobs)
+    GROUP BY job, outcome;
+UPDATE jobs SET counted_id = (SELECT max(id) FROM history WHERE history.job = jobs.name);
+"#;
 
 /// Where a store's version is kept, for a step that is being applied: the
 /// old marker up to `LEGACY_MARKER`, the meta table from then on.

@@ -16,12 +16,12 @@ use super::rows::{
 };
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
 use super::steps::{
-    ensure_job, evict_all, evict_in, insert_pass, job_filter, meta, occupancy, pause_of, pauses_on,
-    take_slot, waiters_of, FORGOTTEN_TOKENS,
+    declare, ensure_job, evict_all, evict_in, insert_pass, job_filter, meta, occupancy, pause_of,
+    pauses_on, take_slot, waiters_of, FORGOTTEN_TOKENS,
 };
 use super::{
-    Acquire, AcquireRequest, Attempt, Enqueue, Forget, Held, HistoryQuery, JobRow, Result, Store,
-    StorePin, ALL_JOBS,
+    Acquire, AcquireRequest, Attempt, Counter, Enqueue, Forget, Held, HistoryQuery, JobRow, Result,
+    Store, StorePin, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
@@ -29,6 +29,7 @@ use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, 
 use crate::policy::outcome::PassRecord;
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
+use crate::policy::watch::Declared;
 use crate::renewer::Renewal;
 
 impl<B: Backend> SqlStore<B> {
@@ -60,6 +61,7 @@ impl<B: Backend> Store for SqlStore<B> {
         let result = self.backend.write(&mut |c| {
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
+            declare(c, req)?;
             evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
             if let Some(p) = pause_of(c, &req.job)? {
                 return Ok(Acquire::Paused(p));
@@ -75,6 +77,8 @@ impl<B: Backend> Store for SqlStore<B> {
 
     fn release(&mut self, key: &LeaseKey, pass: Option<(&PassRecord, u32)>) -> Result<bool> {
         self.backend.write(&mut |c| {
+            // The job first, then its rows, as every transition takes them.
+            c.lock_job(&key.job)?;
             let n = c.exec(
                 "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
                 &[key.job.as_str().into(), key.slot.into(), key.token.into()],
@@ -121,7 +125,8 @@ impl<B: Backend> Store for SqlStore<B> {
             let rows = c.query(
                 &format!(
                     "SELECT j.name AS name, h.outcome AS outcome, h.duration_ms AS duration_ms, \
-                     h.ended_ms AS ended_ms, a.outcome AS attempt, a.ended_ms AS attempt_ended \
+                     h.ended_ms AS ended_ms, a.outcome AS attempt, a.ended_ms AS attempt_ended, \
+                     j.every_ms AS every_ms, j.schedule AS schedule, j.schedule_tz AS tz \
                      FROM jobs j \
                      LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
                        WHERE job = j.name AND token IS NOT NULL) \
@@ -140,6 +145,11 @@ impl<B: Backend> Store for SqlStore<B> {
                     last_ended_ms_ago: r.opt_int("ended_ms").map(|e| now - e),
                     attempt_outcome: r.opt_text("attempt"),
                     attempt_ended_ms_ago: r.opt_int("attempt_ended").map(|e| now - e),
+                    declared: Declared::of(
+                        r.opt_int("every_ms"),
+                        r.opt_text("schedule"),
+                        r.opt_text("tz"),
+                    ),
                 })
                 .collect())
         })
@@ -182,6 +192,36 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
+    fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>> {
+        self.backend.read(&mut |c| {
+            let (filter, params) = job_filter("j.name", jobs, 1);
+            let rows = c.query(
+                &format!(
+                    "SELECT k.job AS job, k.outcome AS outcome, k.passes AS n \
+                     FROM job_counters k JOIN jobs j ON j.name = k.job WHERE {filter} \
+                     UNION ALL \
+                     SELECT h.job AS job, h.outcome AS outcome, count(*) AS n \
+                     FROM history h JOIN jobs j ON j.name = h.job \
+                     WHERE {filter} AND h.id > COALESCE(j.counted_id, 0) \
+                     GROUP BY h.job, h.outcome"
+                ),
+                &params,
+            )?;
+            let mut sums = std::collections::BTreeMap::<(String, String), i64>::new();
+            for r in &rows {
+                *sums.entry((r.text("job"), r.text("outcome"))).or_default() += r.int("n");
+            }
+            Ok(sums
+                .into_iter()
+                .map(|((job, outcome), passes)| Counter {
+                    job,
+                    outcome,
+                    passes,
+                })
+                .collect())
+        })
+    }
+
     fn forget(&mut self, job: &str) -> Result<Forget> {
         self.backend.write(&mut |c| {
             let Some(counter) = c.lock_job(job)? else {
@@ -217,6 +257,7 @@ impl<B: Backend> Store for SqlStore<B> {
                 &[FORGOTTEN_TOKENS.into(), kept.into()],
             )?;
             c.exec("DELETE FROM history WHERE job = $1", &[job.into()])?;
+            c.exec("DELETE FROM job_counters WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
             Ok(Forget::Forgotten)
         })
@@ -284,6 +325,7 @@ impl<B: Backend> Store for SqlStore<B> {
             let clock = c.clock()?;
             let now = clock.now_ms;
             ensure_job(c, &req.job, &clock)?;
+            declare(c, req)?;
             if let Some(exact) = coalesce {
                 let queued = waiters_of(c, &req.job, &clock)?;
                 let me = Invocation {
@@ -358,6 +400,11 @@ impl<B: Backend> Store for SqlStore<B> {
     fn remove_ghost(&mut self, id: i64, decision: WaiterDecision, by: &str) -> Result<bool> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
+            // The job first, then its rows, as every transition takes them.
+            let job = c.query("SELECT job FROM waiters WHERE id = $1", &[id.into()])?;
+            if let Some(job) = job.first() {
+                c.lock_job(&job.text("job"))?;
+            }
             let rows = c.query(
                 &format!("SELECT {WAITER_COLS} FROM waiters WHERE id = $1"),
                 &[id.into()],

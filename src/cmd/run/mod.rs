@@ -206,6 +206,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         lease: settings.lease,
         max_hold: settings.max_hold,
         containers: settings.containers,
+        declared: settings.declared.clone(),
     };
     let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),
