@@ -16,6 +16,9 @@ _jobrun() {
             ",$1")
                 cmd="jobrun"
                 ;;
+            jobrun,check)
+                cmd="jobrun__subcmd__check"
+                ;;
             jobrun,clear-locks)
                 cmd="jobrun__subcmd__clear__subcmd__locks"
                 ;;
@@ -45,6 +48,9 @@ _jobrun() {
                 ;;
             jobrun,stop-due)
                 cmd="jobrun__subcmd__stop__subcmd__due"
+                ;;
+            jobrun__subcmd__help,check)
+                cmd="jobrun__subcmd__help__subcmd__check"
                 ;;
             jobrun__subcmd__help,clear-locks)
                 cmd="jobrun__subcmd__help__subcmd__clear__subcmd__locks"
@@ -83,12 +89,78 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget check generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__check)
+            opts="-v -w -c -h --all --json --verbose --every --grace --warning --critical --failures --recover --max-running --max-wait --max-paused --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warning)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --critical)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --failures)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recover)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-running)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-paused)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -179,8 +251,22 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help)
-            opts="run status clear-locks stop-due pause resume history forget generate help"
+            opts="run status clear-locks stop-due pause resume history forget check generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -423,7 +509,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --keep-history --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --every --keep-history --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -471,6 +557,10 @@ _jobrun() {
                     ;;
                 --containers)
                     COMPREPLY=($(compgen -W "docker podman" -- "${cur}"))
+                    return 0
+                    ;;
+                --every)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --keep-history)

@@ -161,6 +161,29 @@ pub enum Command {
     /// A forgotten job seen again starts its fencing tokens above every
     /// token handed out before, so a token never repeats.
     Forget(ForgetArgs),
+    /// A monitoring plugin: are jobs late, failing, stuck? (Nagios, Icinga)
+    ///
+    /// check judges every job (or the NAMEs given) from what the store
+    /// recorded and answers by the monitoring-plugins conventions: the
+    /// first line is a summary with perfdata, then one line per job that is
+    /// not OK with the reason in words; the exit code is 0 OK, 1 WARNING,
+    /// 2 CRITICAL, 3 UNKNOWN. This is the one command whose bad usage exits
+    /// 3 (UNKNOWN), as are an unknown NAME and a missing or unreadable
+    /// store.
+    ///
+    /// A job is late when no pass started since its next expected start
+    /// plus grace: expected from the interval it declared on run (--every),
+    /// or learned from its own history once it has 5 attempts (the largest
+    /// gap among its latest 20, so a gap it has had before never pages;
+    /// attempts of several hosts for one tick count once). It is failing
+    /// when its last passes that took a slot ended badly (failed, killed,
+    /// lost-lease, spawn-failed, abandoned); stuck when a pass holds longer
+    /// than --max-running (or 3 times the job's p95 once it has 10 passes,
+    /// or past its --max-idle without a touch). A dead holder not yet
+    /// freed, a queue head waiting past --max-wait and a pause older than
+    /// --max-paused warn. Thresholds given here override the job's own;
+    /// --max-* limits left unset are not checked.
+    Check(CheckArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -399,6 +422,58 @@ pub struct HistoryArgs {
     /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Jobs to check (default: every job).
+    #[arg(value_name = "NAME", conflicts_with = "all")]
+    pub names: Vec<String>,
+    /// Check every job (the default).
+    #[arg(long)]
+    pub all: bool,
+    /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
+    #[arg(long)]
+    pub json: bool,
+    /// Also say, for every job, what its lateness is judged on (declared,
+    /// learned, or why there is no lateness verdict).
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Judge lateness on this interval instead of the job's own.
+    #[arg(long, value_name = "DURATION")]
+    pub every: Option<String>,
+    /// How late a pass may start before the job is late (default: half the
+    /// interval; half the typical gap when learned).
+    #[arg(long, value_name = "DURATION")]
+    pub grace: Option<String>,
+    /// WARNING once late by more than this past the expected start: a
+    /// duration (10m) or a multiple of the interval (1.5x). Default: the
+    /// grace.
+    #[arg(short, long, value_name = "DURATION|Nx")]
+    pub warning: Option<String>,
+    /// CRITICAL once late by more than this past the expected start: a
+    /// duration or a multiple of the interval. Default: the grace and one
+    /// further interval.
+    #[arg(short, long, value_name = "DURATION|Nx")]
+    pub critical: Option<String>,
+    /// Failing once this many passes in a row ended badly.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub failures: u32,
+    /// Failing until this many passes in a row ended well.
+    #[arg(long, default_value_t = 1, value_name = "M",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub recover: u32,
+    /// Stuck when a pass holds its slot longer than this (replaces the
+    /// 3x p95 rule).
+    #[arg(long, value_name = "DURATION")]
+    pub max_running: Option<String>,
+    /// Long queue when the first waiter has waited longer than this.
+    #[arg(long, value_name = "DURATION")]
+    pub max_wait: Option<String>,
+    /// Old pause when a pause has stood longer than this.
+    #[arg(long, value_name = "DURATION")]
+    pub max_paused: Option<String>,
 }
 
 #[derive(Debug, Args)]

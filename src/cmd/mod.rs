@@ -1,6 +1,7 @@
 //! One module per subcommand, each with one entry point returning the exit
 //! code.
 
+pub mod check;
 pub mod clear_locks;
 pub mod forget;
 pub mod generate;
@@ -9,6 +10,7 @@ pub mod pause;
 pub mod run;
 pub mod status;
 pub mod stop_due;
+pub mod watch;
 
 use crate::evidence::{Evidence, Verdict};
 use crate::files::Holders;

@@ -196,6 +196,9 @@ pub struct LeaseRow {
     pub renewed_ago_ms: i64,
     /// Milliseconds until the lease lapses; zero or negative once lapsed.
     pub expires_in_ms: i64,
+    /// `run --max-idle`, and how long since the pass's last `jobrun touch`
+    /// (or since it took the slot): (idle ms, max idle ms), store clock.
+    pub idle: Option<(i64, i64)>,
 }
 
 impl LeaseRow {
@@ -227,6 +230,7 @@ impl LeaseRow {
             held_ms: ages.held_ms,
             renewed_ago_ms: ages.renewed_ago_ms,
             expires_in_ms: ages.expires_in_ms,
+            idle: None,
             stamps,
             holder,
         }

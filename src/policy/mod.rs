@@ -13,7 +13,6 @@ pub mod lease;
 pub mod outcome;
 pub mod pause;
 pub mod slots;
-#[allow(dead_code)] // `check` and `metrics` read it next
 pub mod watch;
 
 use serde::{Deserialize, Serialize};

@@ -144,6 +144,7 @@ fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
         max_hold: Duration::from_secs(60),
         containers: None,
         declared: None,
+        max_idle: None,
     }
 }
 

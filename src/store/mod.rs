@@ -214,6 +214,9 @@ pub struct AcquireRequest {
     /// The cadence the pass declared for its job (`--every`, `--schedule`):
     /// stored with the job, the latest declaration wins.
     pub declared: Option<Declared>,
+    /// `run --max-idle`: the pass is hung once it has not touched for this
+    /// long.
+    pub max_idle: Option<Duration>,
 }
 
 impl AcquireRequest {
@@ -278,7 +281,6 @@ pub struct JobRow {
     pub attempt_ended_ms_ago: Option<i64>,
     /// The cadence the job's latest declaring pass declared.
     #[serde(skip)]
-    #[allow(dead_code)] // `check` reads it next
     pub declared: Option<Declared>,
 }
 
@@ -358,6 +360,9 @@ pub trait Store: Send {
     /// outcome: the counters, and the history rows not counted yet.
     #[allow(dead_code)] // `metrics` reads it next
     fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>>;
+    /// The store's clock now, and the latest `per_job` passes of each named
+    /// job (newest recorded first), each job's read by its own index.
+    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)>;
     /// Remove a job that is free (no holder, no waiter, no pause of its
     /// own) and its history, in one transaction; otherwise say why not.
     fn forget(&mut self, job: &str) -> Result<Forget>;

@@ -292,6 +292,8 @@ pub fn take_slot(
         clock.boot_ms().into(),
         clock.boot_ms().into(),
         req.containers.map(Engine::as_str).into(),
+        req.max_idle.map(millis).into(),
+        Value::Null,
     ]);
     c.exec(
         &format!(

@@ -222,6 +222,23 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
+    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)> {
+        self.backend.read(&mut |c| {
+            let now = c.clock()?.now_ms;
+            let mut out = Vec::new();
+            for job in jobs {
+                let rows = c.query(
+                    &format!(
+                        "SELECT {PASS_COLS} FROM history WHERE job = $1 ORDER BY id DESC LIMIT $2"
+                    ),
+                    &[job.as_str().into(), per_job.into()],
+                )?;
+                out.extend(rows.iter().map(pass_record));
+            }
+            Ok((now, out))
+        })
+    }
+
     fn forget(&mut self, job: &str) -> Result<Forget> {
         self.backend.write(&mut |c| {
             let Some(counter) = c.lock_job(job)? else {

@@ -17,6 +17,7 @@ mod input;
 mod install;
 mod jobs;
 mod lease;
+mod monitoring;
 mod operator;
 mod package;
 mod pg;

@@ -1,0 +1,396 @@
+//! Monitoring: `check` answers as a monitoring plugin from what the store
+//! recorded (exit code and line), driven through the binary from real
+//! stores. Time passes by rows written into the store in the past, or by
+//! `JOBRUN_CLOCK_SKEW`, never by sleeping.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jobrun::model::{Basis, CheckReport, Severity};
+
+use crate::support::{
+    both_stores, kill, kill_pass, start_pass, store_exec, wait_until, Jobrun, TestEnv,
+};
+
+const MIN: i64 = 60_000;
+const HOUR: i64 = 60 * MIN;
+const DAY: i64 = 24 * HOUR;
+const WITHIN: Duration = Duration::from_secs(20);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// One recorded pass: started `ago` ms ago on `host`, ended `outcome`
+/// after `ran` ms.
+struct Row<'a> {
+    ago: i64,
+    host: &'a str,
+    outcome: &'a str,
+    ran: i64,
+}
+
+fn ok(ago: i64) -> Row<'static> {
+    Row {
+        ago,
+        host: "web1",
+        outcome: "ok",
+        ran: 1_000,
+    }
+}
+
+fn ended(ago: i64, outcome: &str) -> Row<'_> {
+    Row {
+        ago,
+        host: "web1",
+        outcome,
+        ran: 1_000,
+    }
+}
+
+/// Write passes of `job` into the store as a jobrun would have recorded
+/// them, the job's row first when the store does not know it.
+fn record(env: &TestEnv, job: &str, rows: &[Row]) {
+    // The store and the job, made as jobrun makes them (only run and pause
+    // create a store), with no pass of its own.
+    for cmd in [&["pause", "--new", job][..], &["resume", job]] {
+        Jobrun::new(env)
+            .args(cmd)
+            .any_stderr("pause and resume say what they did")
+            .run();
+    }
+    let now = now_ms();
+    let mut sql = format!(
+        "INSERT INTO jobs (name, next_token, created_ms) VALUES ('{job}', 100, 0) \
+         ON CONFLICT (name) DO NOTHING;"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let started = now - r.ago;
+        let token = if r.outcome == "skipped" { "NULL" } else { "7" };
+        sql.push_str(&format!(
+            "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+             duration_ms, exit_code, outcome, waited_ms) VALUES ('{job}', 'p{i}-{started}', \
+             {token}, 0, '{}', 1, {started}, {}, {}, 0, '{}', 0);",
+            r.host,
+            started + r.ran,
+            r.ran,
+            r.outcome
+        ));
+    }
+    store_exec(env, &sql);
+}
+
+fn check<'a>(env: &'a TestEnv, args: &[&str]) -> Jobrun<'a> {
+    Jobrun::new(env).arg("check").args(args)
+}
+
+fn late_by_a_declared_interval(env: &TestEnv) {
+    Jobrun::new(env)
+        .args(["run", "--every", "10m", "feeds.poll", "--", "true"])
+        .run();
+    check(env, &[])
+        .stdout_contains("JOBRUN OK - 1 job(s) checked | 'late'=0;;;0")
+        .run();
+    // Started 16 minutes ago: past 10m and the grace of 5m.
+    store_exec(
+        env,
+        "UPDATE history SET started_ms = started_ms - 960000, ended_ms = ended_ms - 960000",
+    );
+    check(env, &[])
+        .code(1)
+        .stdout_contains("JOBRUN WARNING - 1 late | 'late'=1;;;0")
+        .stdout_contains("feeds.poll: late: last started 16m ")
+        .stdout_contains(" ago, runs every 10m 0s (declared on run), grace 5m 0s")
+        .run();
+    // Late by more than one further interval: critical.
+    store_exec(
+        env,
+        "UPDATE history SET started_ms = started_ms - 600000, ended_ms = ended_ms - 600000",
+    );
+    check(env, &[])
+        .code(2)
+        .stdout_contains("JOBRUN CRITICAL - 1 late")
+        .run();
+    // check's own thresholds override: -w and -c as a duration or a
+    // multiple of the interval; --every overrides the declared interval.
+    check(env, &["-w", "20m", "-c", "3x"]).code(0).run();
+    check(env, &["-w", "1m", "-c", "3x"]).code(1).run();
+    check(env, &["--every", "1h"]).code(0).run();
+    check(env, &["--grace", "30m"]).code(0).run();
+    // The latest declaration wins.
+    Jobrun::new(env)
+        .args(["run", "--every", "1h", "feeds.poll", "--", "true"])
+        .run();
+    let report: CheckReport = check(env, &["--json"]).json();
+    let basis = report.job("feeds.poll").unwrap().lateness.basis.clone();
+    assert_eq!(
+        basis,
+        Some(Basis::Every {
+            interval_ms: HOUR,
+            by_check: false
+        })
+    );
+    check(env, &["-w", "bad"])
+        .code(3)
+        .stdout_contains("JOBRUN UNKNOWN - invalid --warning")
+        .run();
+}
+
+fn late_by_a_learned_cadence(env: &TestEnv) {
+    let rows: Vec<Row> = (0..20).map(|i| ok(4 * MIN + i * 5 * MIN)).collect();
+    record(env, "learned", &rows);
+    check(env, &["-v"])
+        .stdout_contains("learned: OK: runs every 5m 0s (learned from 20 starts), grace 2m 30s")
+        .run();
+    // Nine minutes since the last start: 4 past the 5m gap, grace 2m 30s.
+    store_exec(env, "UPDATE history SET started_ms = started_ms - 300000");
+    check(env, &["learned"])
+        .code(1)
+        .stdout_contains("learned: late: last started 9m ")
+        .stdout_contains(" ago, runs every 5m 0s (learned from 20 starts), grace 2m 30s")
+        .run();
+    // Fewer than 5 attempts: no lateness verdict, and -v and --json say why.
+    record(
+        env,
+        "young",
+        &[ok(HOUR), ok(2 * HOUR), ok(3 * HOUR), ok(4 * HOUR)],
+    );
+    check(env, &["-v", "young"])
+        .stdout_contains(
+            "young: OK: no lateness verdict: 4 attempt(s) recorded, a cadence is learned from 5",
+        )
+        .run();
+    let report: CheckReport = check(env, &["--json", "young"]).json();
+    let young = report.job("young").unwrap();
+    assert_eq!(young.lateness.basis, None);
+    assert!(young
+        .lateness
+        .no_verdict
+        .as_deref()
+        .unwrap()
+        .contains("4 attempt(s)"));
+}
+
+/// Monday to Friday at 09:00 for four weeks, the last a Friday: not late
+/// over the weekend (a gap it has had before), late once Monday passed.
+fn a_weekday_job_is_not_late_over_a_weekend(env: &TestEnv) {
+    let friday_ago = 2 * DAY + 12 * HOUR; // Sunday 21:00
+    let rows: Vec<Row> = (0..28)
+        .filter(|d| d % 7 < 5)
+        .map(|d| ok(friday_ago + (25 - d) * DAY))
+        .collect();
+    record(env, "weekdays", &rows);
+    check(env, &["-v"])
+        .stdout_contains("weekdays: OK: runs every 1d 0h, gaps up to 3d 0h (learned from 20")
+        .run();
+    // Tuesday 10:00 and still nothing since Friday: Monday was missed.
+    store_exec(
+        env,
+        &format!(
+            "UPDATE history SET started_ms = started_ms - {}",
+            DAY + 13 * HOUR
+        ),
+    );
+    check(env, &[])
+        .code(1)
+        .stdout_contains("weekdays: late: last started 4d 1h ago")
+        .run();
+}
+
+fn failing_after_n_recovers_after_m(env: &TestEnv) {
+    record(env, "f", &[ended(3 * MIN, "ok"), ended(2 * MIN, "failed")]);
+    check(env, &[])
+        .code(2)
+        .stdout_contains("JOBRUN CRITICAL - 1 failing | 'late'=0;;;0 'failing'=1;;;0")
+        .stdout_contains(
+            "f: failing: the last 1 pass(es) that ran ended badly (latest: failed, exit 0",
+        )
+        .run();
+    check(env, &["--failures", "2"]).code(0).run();
+    // Passes that never ran their command, and an operator's stop, are not
+    // failures and do not break a run of them.
+    record(
+        env,
+        "f",
+        &[
+            ended(MIN + 3, "skipped"),
+            ended(MIN + 2, "stopped"),
+            ended(MIN, "killed"),
+        ],
+    );
+    check(env, &["--failures", "2"])
+        .code(2)
+        .stdout_contains("the last 2 pass(es) that ran ended badly (latest: killed")
+        .run();
+    // One ok pass: recovered with M = 1, not yet with M = 2.
+    record(env, "f", &[ended(30_000, "ok")]);
+    check(env, &["--failures", "2"]).code(0).run();
+    check(env, &["--failures", "2", "--recover", "2"])
+        .code(2)
+        .stdout_contains("f: failing: 1 of the 2 ok pass(es) in a row it needs to recover")
+        .run();
+    record(env, "f", &[ended(10_000, "ok")]);
+    check(env, &["--failures", "2", "--recover", "2"])
+        .code(0)
+        .run();
+}
+
+fn stuck_dead_queued_and_paused(env: &TestEnv) {
+    // Ten passes of about a second: a pass held over three times that is
+    // stuck by the p95; --max-running replaces the rule.
+    let rows: Vec<Row> = (0..10).map(|i| ok(HOUR + i * MIN)).collect();
+    record(env, "s", &rows);
+    let p = start_pass(env, "s", "s", "1h", &[]);
+    check(env, &["--every", "1h", "s"]).code(0).run();
+    store_exec(
+        env,
+        "UPDATE leases SET acquired_ms = acquired_ms - 5000, \
+         acquired_boot_ms = acquired_boot_ms - 5000",
+    );
+    check(env, &["--every", "1h", "s"])
+        .code(1)
+        .stdout_contains("JOBRUN WARNING - 1 stuck")
+        .stdout_contains("s: stuck: pass ")
+        .stdout_contains("over 3x its p95 of 1.0s (from 10 passes)")
+        .run();
+    check(env, &["--every", "1h", "--max-running", "1m", "s"])
+        .code(0)
+        .run();
+    store_exec(
+        env,
+        "UPDATE leases SET acquired_ms = acquired_ms - 120000, \
+         acquired_boot_ms = acquired_boot_ms - 120000",
+    );
+    check(env, &["--every", "1h", "--max-running", "1m", "s"])
+        .code(1)
+        .stdout_contains("past --max-running 1m 0s")
+        .run();
+    // A waiter behind it: a long queue past --max-wait.
+    let waiter = env.start("waiter", &["run", "--wait", "60s", "s", "--", "true"]);
+    assert!(wait_until(WITHIN, || env.job("s").queue.length == 1));
+    check(
+        env,
+        &[
+            "--every",
+            "1h",
+            "--max-running",
+            "1h",
+            "--max-wait",
+            "1m",
+            "s",
+        ],
+    )
+    .code(0)
+    .run();
+    store_exec(env, "UPDATE waiters SET arrived_ms = arrived_ms - 120000");
+    check(
+        env,
+        &[
+            "--every",
+            "1h",
+            "--max-running",
+            "1h",
+            "--max-wait",
+            "1m",
+            "s",
+        ],
+    )
+    .code(1)
+    .stdout_contains("JOBRUN WARNING - 1 long queue")
+    .stdout_contains(
+        "s: long queue: its first waiter has waited 2m 0s, past --max-wait 1m 0s (1 queued)",
+    )
+    .run();
+    // The holder dies without unwinding. Its waiter would free it: the
+    // waiter dies first, so the dead row stays.
+    kill(waiter as i32, libc::SIGKILL);
+    assert!(env.wait_exit(waiter, WITHIN).is_some());
+    kill_pass(env, p);
+    check(env, &["--every", "1h", "--max-running", "1h", "s"])
+        .code(1)
+        .stdout_contains("JOBRUN WARNING - 1 dead holder")
+        .stdout_contains("s: dead holder not yet freed: pass ")
+        .run();
+    // An old pause.
+    Jobrun::new(env)
+        .args(["pause", "--reason", "disk swap", "p"])
+        .args(["--new"])
+        .stderr_contains("paused")
+        .run();
+    check(env, &["--max-paused", "1d", "p"]).code(0).run();
+    store_exec(
+        env,
+        &format!("UPDATE pauses SET since_ms = since_ms - {}", 2 * DAY),
+    );
+    check(env, &["--max-paused", "1d", "p"])
+        .code(1)
+        .stdout_contains("p: old pause: paused 2d 0h ago (disk swap), past --max-paused 1d 0h")
+        .run();
+}
+
+fn unknown_is_exit_3(env: &TestEnv) {
+    record(env, "feeds.poll", &[ok(MIN)]);
+    check(env, &["feeds.pol"])
+        .code(3)
+        .stdout_contains("JOBRUN UNKNOWN - feeds.pol: store ")
+        .stdout_contains("does not know this job; did you mean `feeds.poll`?")
+        .run();
+    check(env, &["--no-such-flag"])
+        .code(3)
+        .stdout_contains("JOBRUN UNKNOWN - unexpected argument '--no-such-flag'")
+        .run();
+    check(env, &["--all", "feeds.poll"]).code(3).run();
+    check(env, &["--max-wait", "soon"])
+        .code(3)
+        .stdout_contains("JOBRUN UNKNOWN - invalid --max-wait")
+        .run();
+}
+
+both_stores!(
+    late_by_a_declared_interval,
+    late_by_a_learned_cadence,
+    a_weekday_job_is_not_late_over_a_weekend,
+    failing_after_n_recovers_after_m,
+    stuck_dead_queued_and_paused,
+    unknown_is_exit_3,
+);
+
+/// The same crontab on three hosts (three identities): the ticks are
+/// learned, not the seconds between the hosts' starts.
+#[test]
+fn three_hosts_learn_the_tick_not_the_gap_between_them() {
+    let env = TestEnv::sqlite();
+    for tick in 0..6 {
+        for (i, host) in ["web1", "web2", "web3"].iter().enumerate() {
+            let ago = (6 - tick) * 5 * 60 - i as i64;
+            Jobrun::new(&env)
+                .args(["run", "fleet.sync", "--", "true"])
+                .env("JOBRUN_HOST", host)
+                .env("JOBRUN_CLOCK_SKEW", format!("-{ago}s"))
+                .run();
+        }
+    }
+    // The last tick was 5 minutes ago: due now, within its grace.
+    check(&env, &["-v"])
+        .stdout_contains("fleet.sync: OK: runs every 5m 0s (learned from 6 starts)")
+        .run();
+    let late = check(&env, &[])
+        .env("JOBRUN_CLOCK_SKEW", "3m")
+        .code(1)
+        .stdout_contains("fleet.sync: late: last started 8m ")
+        .stdout_contains(" ago, runs every 5m 0s (learned from 6 starts)")
+        .run();
+    assert!(!late.stdout.contains("CRITICAL"), "{}", late.stdout);
+}
+
+#[test]
+fn a_missing_store_is_unknown() {
+    let env = TestEnv::sqlite_not_made();
+    check(&env, &[])
+        .code(3)
+        .stdout_contains("JOBRUN UNKNOWN - no store at ")
+        .run();
+    let _ = Severity::Unknown;
+}
