@@ -172,8 +172,8 @@ pub enum Command {
     /// store.
     ///
     /// A job is late when no pass started since its next expected start
-    /// plus grace: expected from the interval it declared on run (--every),
-    /// or learned from its own history once it has 5 attempts (the largest
+    /// plus grace: expected from the interval or cron schedule it declared
+    /// on run (--every, --schedule with --tz), or learned from its own history once it has 5 attempts (the largest
     /// gap among its latest 20, so a gap it has had before never pages;
     /// attempts of several hosts for one tick count once). It is failing
     /// when its last passes that took a slot ended badly (failed, killed,
@@ -301,8 +301,25 @@ pub struct RunArgs {
     /// late when no pass started for that long plus its grace. Stored with
     /// the job; the latest declaration wins. Without one, check learns the
     /// job's cadence from its history.
-    #[arg(long, env = "JOBRUN_EVERY", value_name = "DURATION")]
+    #[arg(
+        long,
+        env = "JOBRUN_EVERY",
+        value_name = "DURATION",
+        conflicts_with = "schedule"
+    )]
     pub every: Option<String>,
+
+    /// The job runs on this cron schedule (five crontab fields, e.g.
+    /// '*/5 * * * *'), in --tz or the host's zone, correct across DST:
+    /// `check` calls it late when no pass started since a firing plus its
+    /// grace. Stored with the job; the latest declaration wins.
+    #[arg(long, env = "JOBRUN_SCHEDULE", value_name = "CRON")]
+    pub schedule: Option<String>,
+
+    /// The time zone of --schedule, by its name in the system's zoneinfo
+    /// (e.g. Europe/Berlin); default: the host's.
+    #[arg(long, env = "JOBRUN_TZ", value_name = "ZONE", requires = "schedule")]
+    pub tz: Option<String>,
 
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
@@ -440,8 +457,14 @@ pub struct CheckArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Judge lateness on this interval instead of the job's own.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", conflicts_with = "schedule")]
     pub every: Option<String>,
+    /// Judge lateness on this cron schedule instead of the job's own.
+    #[arg(long, value_name = "CRON")]
+    pub schedule: Option<String>,
+    /// The time zone of --schedule (default: the host's).
+    #[arg(long, value_name = "ZONE", requires = "schedule")]
+    pub tz: Option<String>,
     /// How late a pass may start before the job is late (default: half the
     /// interval; half the typical gap when learned).
     #[arg(long, value_name = "DURATION")]

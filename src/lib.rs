@@ -21,6 +21,7 @@ pub(crate) mod process;
 pub(crate) mod random;
 pub(crate) mod renewer;
 pub(crate) mod report;
+pub(crate) mod schedule;
 pub(crate) mod settings;
 pub(crate) mod signal;
 pub(crate) mod spawn;

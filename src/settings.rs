@@ -303,6 +303,16 @@ pub fn every_interval(flag: &str, value: &str) -> Result<Duration> {
     Ok(d)
 }
 
+/// A cron schedule and its zone, checked against the system's zoneinfo.
+pub fn schedule(flag: &str, expr: &str, tz: Option<&str>) -> Result<Declared> {
+    crate::schedule::Schedule::parse(expr, tz)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", flag.split('/').next().unwrap_or(flag)))?;
+    Ok(Declared::Schedule {
+        expr: expr.trim().to_string(),
+        tz: tz.map(str::to_string),
+    })
+}
+
 /// A duration in whole milliseconds, as the store keeps it.
 pub fn millis_of(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -363,11 +373,16 @@ impl RunSettings {
                 a.lease.trim()
             );
         }
-        let declared = match &a.every {
-            Some(every) => Some(Declared::Every {
+        let declared = match (&a.every, &a.schedule) {
+            (Some(every), _) => Some(Declared::Every {
                 interval_ms: millis_of(every_interval("--every/JOBRUN_EVERY", every)?),
             }),
-            None => None,
+            (None, Some(expr)) => Some(schedule(
+                "--schedule/JOBRUN_SCHEDULE",
+                expr,
+                a.tz.as_deref(),
+            )?),
+            (None, None) => None,
         };
         Ok(RunSettings {
             declared,

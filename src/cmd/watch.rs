@@ -17,6 +17,7 @@ use crate::policy::watch::{
 };
 use crate::policy::Liveness;
 use crate::report::{age_ms, escape, human_ms, utc_ms};
+use crate::schedule::Schedule;
 use crate::settings::{self, millis_of};
 use crate::store::{JobRow, Store, StoreSpec};
 
@@ -39,7 +40,8 @@ pub const VERDICTS: [&str; 6] = [
 /// checked.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    pub every_ms: Option<i64>,
+    /// `--every` or `--schedule`: overrides what the job declared.
+    pub declared: Option<Declared>,
     pub grace_ms: Option<i64>,
     pub warn: Option<Threshold>,
     pub crit: Option<Threshold>,
@@ -53,7 +55,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            every_ms: None,
+            declared: None,
             grace_ms: None,
             warn: None,
             crit: None,
@@ -93,11 +95,15 @@ fn threshold(flag: &str, v: &Option<String>) -> Result<Option<Threshold>> {
 impl Limits {
     pub fn of(a: &CheckArgs) -> Result<Limits> {
         Ok(Limits {
-            every_ms: a
-                .every
-                .as_deref()
-                .map(|v| settings::every_interval("--every", v).map(millis_of))
-                .transpose()?,
+            declared: match (&a.every, &a.schedule) {
+                (Some(v), _) => Some(Declared::Every {
+                    interval_ms: millis_of(settings::every_interval("--every", v)?),
+                }),
+                (None, Some(expr)) => {
+                    Some(settings::schedule("--schedule", expr, a.tz.as_deref())?)
+                }
+                (None, None) => None,
+            },
             grace_ms: ms_of("--grace", &a.grace)?,
             warn: threshold("--warning", &a.warning)?,
             crit: threshold("--critical", &a.critical)?,
@@ -202,16 +208,10 @@ impl Watched {
     /// When the expected start is, on what basis, or why none.
     pub fn expectation(&self, limits: &Limits) -> std::result::Result<Expectation, NoBasis> {
         let ticks = watch::ticks(&self.attempts());
-        let basis = match (limits.every_ms, &self.job.declared) {
-            (Some(interval_ms), _) => Basis::Every {
-                interval_ms,
-                by_check: true,
-            },
-            (None, Some(Declared::Every { interval_ms })) => Basis::Every {
-                interval_ms: *interval_ms,
-                by_check: false,
-            },
-            _ => watch::learn(&ticks)?,
+        let basis = match (&limits.declared, &self.job.declared) {
+            (Some(d), _) => basis_of(d, true),
+            (None, Some(d)) => basis_of(d, false),
+            (None, None) => watch::learn(&ticks)?,
         };
         let Some(&last) = ticks.last() else {
             return Err(NoBasis::TooFewAttempts {
@@ -219,7 +219,37 @@ impl Watched {
                 needs: 1,
             });
         };
-        Expectation::new(basis, last, None, limits.grace_ms).ok_or(NoBasis::ScheduleNeverFires)
+        let fires = match &basis {
+            Basis::Schedule { expr, tz, .. } => {
+                let s = Schedule::parse(expr, tz.as_deref())
+                    .map_err(|reason| NoBasis::BadSchedule { reason })?;
+                // An attempt a little before its firing (a host's clock
+                // ahead of the store's) belongs to that firing.
+                let (first, second) = s.fires_after(last).ok_or(NoBasis::ScheduleNeverFires)?;
+                if (first - last) * 10 < second - first {
+                    s.fires_after(first)
+                } else {
+                    Some((first, second))
+                }
+            }
+            _ => None,
+        };
+        Expectation::new(basis, last, fires, limits.grace_ms).ok_or(NoBasis::ScheduleNeverFires)
+    }
+}
+
+/// A declared cadence as a lateness basis.
+fn basis_of(d: &Declared, by_check: bool) -> Basis {
+    match d {
+        Declared::Every { interval_ms } => Basis::Every {
+            interval_ms: *interval_ms,
+            by_check,
+        },
+        Declared::Schedule { expr, tz } => Basis::Schedule {
+            expr: expr.clone(),
+            tz: tz.clone(),
+            by_check,
+        },
     }
 }
 

@@ -132,6 +132,9 @@ pub enum NoBasis {
     TooFewAttempts { attempts: usize, needs: usize },
     /// A declared schedule that never fires again.
     ScheduleNeverFires,
+    /// A declared schedule this host cannot read (its zone is not in the
+    /// system's zoneinfo here).
+    BadSchedule { reason: String },
 }
 
 impl std::fmt::Display for NoBasis {
@@ -145,6 +148,7 @@ impl std::fmt::Display for NoBasis {
             NoBasis::ScheduleNeverFires => {
                 write!(f, "no lateness verdict: the schedule never fires again")
             }
+            NoBasis::BadSchedule { reason } => write!(f, "no lateness verdict: {reason}"),
         }
     }
 }

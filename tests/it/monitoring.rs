@@ -394,3 +394,66 @@ fn a_missing_store_is_unknown() {
         .run();
     let _ = Severity::Unknown;
 }
+
+/// `JOBRUN_CLOCK_SKEW` that moves this host's clock to `utc`.
+fn skew_to(utc: &str) -> String {
+    let at = utc.parse::<jiff::Timestamp>().unwrap().as_millisecond();
+    let d = at - now_ms();
+    if d < 0 {
+        format!("-{}ms", -d)
+    } else {
+        format!("{d}ms")
+    }
+}
+
+/// A daily 9:00 in New York: the day the clocks go forward, 9:00 is 13:00
+/// UTC, not 14:00.
+#[test]
+fn late_by_a_cron_schedule_across_a_dst_change() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env)
+        .args(["run", "--schedule", "0 9 * * *", "--tz", "America/New_York"])
+        .args(["daily", "--", "true"])
+        .env("JOBRUN_CLOCK_SKEW", skew_to("2026-03-07T14:00:00Z"))
+        .run();
+    check(&env, &["--grace", "15m", "-v"])
+        .env("JOBRUN_CLOCK_SKEW", skew_to("2026-03-08T13:10:00Z"))
+        .stdout_contains(
+            "daily: OK: runs on '0 9 * * *' in America/New_York (declared on run), grace 15m 0s",
+        )
+        .run();
+    check(&env, &["--grace", "15m"])
+        .env("JOBRUN_CLOCK_SKEW", skew_to("2026-03-08T13:20:00Z"))
+        .code(1)
+        .stdout_contains("daily: late: last started 23h ")
+        .stdout_contains("ago, runs on '0 9 * * *' in America/New_York (declared on run)")
+        .run();
+    // check's own schedule overrides the job's.
+    check(
+        &env,
+        &["--grace", "15m", "--schedule", "0 9 * * *", "--tz", "UTC"],
+    )
+    .env("JOBRUN_CLOCK_SKEW", skew_to("2026-03-08T09:20:00Z"))
+    .code(1)
+    .run();
+    // A schedule or zone that cannot be read is refused on run.
+    Jobrun::new(&env)
+        .args(["run", "--schedule", "every day", "daily", "--", "true"])
+        .code(125)
+        .stderr_contains("--schedule: 'every day' is not a cron schedule")
+        .run();
+    Jobrun::new(&env)
+        .args([
+            "run",
+            "--schedule",
+            "0 9 * * *",
+            "--tz",
+            "Mars/Olympus",
+            "daily",
+            "--",
+            "true",
+        ])
+        .code(125)
+        .stderr_contains("time zone 'Mars/Olympus' is not in this system's zoneinfo")
+        .run();
+}
