@@ -34,6 +34,9 @@ _jobrun() {
             jobrun,history)
                 cmd="jobrun__subcmd__history"
                 ;;
+            jobrun,metrics)
+                cmd="jobrun__subcmd__metrics"
+                ;;
             jobrun,pause)
                 cmd="jobrun__subcmd__pause"
                 ;;
@@ -67,6 +70,9 @@ _jobrun() {
             jobrun__subcmd__help,history)
                 cmd="jobrun__subcmd__help__subcmd__history"
                 ;;
+            jobrun__subcmd__help,metrics)
+                cmd="jobrun__subcmd__help__subcmd__metrics"
+                ;;
             jobrun__subcmd__help,pause)
                 cmd="jobrun__subcmd__help__subcmd__pause"
                 ;;
@@ -89,7 +95,7 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget check generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget check metrics generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -259,7 +265,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help)
-            opts="run status clear-locks stop-due pause resume history forget check generate help"
+            opts="run status clear-locks stop-due pause resume history forget check metrics generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -343,6 +349,20 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__help__subcmd__metrics)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -443,6 +463,32 @@ _jobrun() {
                     ;;
                 --outcome)
                     COMPREPLY=($(compgen -W "ok failed skipped lost-lease spawn-failed killed stopped coalesced timed-out abandoned" -- "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__metrics)
+            opts="-h --textfile --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --textfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --db)

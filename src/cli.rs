@@ -66,6 +66,10 @@ pub enum Command {
     /// carry the label in JOBRUN_LABEL, the pass lives while its processes
     /// or those containers run, and the slot is released only once the
     /// engine says none of them runs.
+    ///
+    /// With JOBRUN_METRICS_TEXTFILE set, the pass refreshes that file with
+    /// jobrun metrics once it ended, for node_exporter's textfile
+    /// collector; a file it cannot write is said and changes nothing else.
     Run(RunArgs),
     /// Show every job: state, holder, evidence, queue, last outcome.
     ///
@@ -184,6 +188,20 @@ pub enum Command {
     /// --max-paused warn. Thresholds given here override the job's own;
     /// --max-* limits left unset are not checked.
     Check(CheckArgs),
+    /// Print every job's figures for Prometheus (text exposition format).
+    ///
+    /// Per job: when its last pass started, last succeeded and last
+    /// failed, how long its last pass ran, its passes by outcome (a
+    /// counter that pruning history never lowers), slots held, queue
+    /// length, whether it is paused, the interval check expects, and what
+    /// check says of it. Label values are escaped; samples carry no
+    /// timestamps.
+    ///
+    /// --textfile PATH replaces PATH whole (a file beside it, renamed over
+    /// it) for node_exporter's textfile collector; with
+    /// JOBRUN_METRICS_TEXTFILE set, every run refreshes that file after its
+    /// pass, so the collector sees a pass within its scrape interval.
+    Metrics(MetricsArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -497,6 +515,14 @@ pub struct CheckArgs {
     /// Old pause when a pause has stood longer than this.
     #[arg(long, value_name = "DURATION")]
     pub max_paused: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Write to PATH (replaced whole, atomically) instead of standard
+    /// output: node_exporter's textfile collector reads *.prom files.
+    #[arg(long, env = "JOBRUN_METRICS_TEXTFILE", value_name = "PATH")]
+    pub textfile: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ pub mod clear_locks;
 pub mod forget;
 pub mod generate;
 pub mod history;
+pub mod metrics;
 pub mod pause;
 pub mod run;
 pub mod status;

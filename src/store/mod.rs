@@ -287,7 +287,6 @@ pub struct JobRow {
 /// A job's passes that ended one way, counted since the store first saw
 /// the job: pruning history never lowers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(dead_code)] // `metrics` reads it next
 pub struct Counter {
     pub job: String,
     /// As history names it (`Outcome::as_str`, or whatever a writer of
@@ -358,7 +357,6 @@ pub trait Store: Send {
     fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>>;
     /// The passes of the named jobs (all when empty) by outcome, by job and
     /// outcome: the counters, and the history rows not counted yet.
-    #[allow(dead_code)] // `metrics` reads it next
     fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>>;
     /// The store's clock now, and the latest `per_job` passes of each named
     /// job (newest recorded first), each job's read by its own index.

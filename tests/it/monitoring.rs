@@ -355,6 +355,7 @@ both_stores!(
     failing_after_n_recovers_after_m,
     stuck_dead_queued_and_paused,
     unknown_is_exit_3,
+    metrics_follow_the_exposition_format,
 );
 
 /// The same crontab on three hosts (three identities): the ticks are
@@ -455,5 +456,249 @@ fn late_by_a_cron_schedule_across_a_dst_change() {
         ])
         .code(125)
         .stderr_contains("time zone 'Mars/Olympus' is not in this system's zoneinfo")
+        .run();
+}
+
+/// One sample of an exposition: family, labels (unescaped), value.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// Parse the text exposition format strictly: every sample's family has
+/// its HELP and TYPE first, label values are escaped, values are numbers,
+/// and no sample has a timestamp.
+fn parse_exposition(text: &str) -> Vec<Sample> {
+    let mut typed: Vec<String> = vec![];
+    let mut out = vec![];
+    assert!(text.ends_with('\n'), "{text}");
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["gauge", "counter"].contains(&kind), "{line}");
+            assert!(!typed.contains(&name.to_string()), "TYPE twice: {line}");
+            typed.push(name.into());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (name, rest) = line.split_once('{').unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        assert_eq!(typed.last().map(String::as_str), Some(name), "{line}");
+        let mut labels = vec![];
+        let mut chars = rest.chars();
+        loop {
+            let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+            assert_eq!(chars.next(), Some('"'), "{line}");
+            let mut value = String::new();
+            loop {
+                match chars.next().unwrap_or_else(|| panic!("{line}")) {
+                    '\\' => match chars.next() {
+                        Some('\\') => value.push('\\'),
+                        Some('"') => value.push('"'),
+                        Some('n') => value.push('\n'),
+                        other => panic!("bad escape {other:?} in {line}"),
+                    },
+                    '"' => break,
+                    c => value.push(c),
+                }
+            }
+            labels.push((key, value));
+            match chars.next() {
+                Some(',') => continue,
+                Some('}') => break,
+                other => panic!("{other:?} in {line}"),
+            }
+        }
+        let rest: String = chars.collect();
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        assert_eq!(words.len(), 1, "a value and no timestamp: {line}");
+        let value: f64 = words[0].parse().unwrap_or_else(|_| panic!("{line}"));
+        out.push(Sample {
+            name: name.into(),
+            labels,
+            value,
+        });
+    }
+    out
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| {
+            s.name == name
+                && s.labels.len() == labels.len()
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.iter().any(|(k2, v2)| k2 == k && v2 == v))
+        })
+        .map(|s| s.value)
+}
+
+fn promtool_accepts(text: &str) {
+    use std::io::Write;
+    let Ok(mut child) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool is not installed (Debian's prometheus): only the parser checked");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        crate::support::text(&out.stdout),
+        crate::support::text(&out.stderr)
+    );
+}
+
+fn metrics_follow_the_exposition_format(env: &TestEnv) {
+    let odd = r#"we"ird\name"#;
+    for _ in 0..3 {
+        Jobrun::new(env)
+            .args([
+                "run",
+                "--keep-history",
+                "1",
+                "--every",
+                "5m",
+                odd,
+                "--",
+                "true",
+            ])
+            .run();
+    }
+    Jobrun::new(env)
+        .args(["run", "broken", "--", "sh", "-c", "exit 3"])
+        .code(3)
+        .run();
+    Jobrun::new(env)
+        .args(["pause", "--new", "held"])
+        .stderr_contains("paused")
+        .run();
+    let text = Jobrun::new(env).arg("metrics").run().stdout;
+    promtool_accepts(&text);
+    let s = parse_exposition(&text);
+    // Pruned to one row, counted three times.
+    let passes = |job, outcome| {
+        value(
+            &s,
+            "jobrun_passes_total",
+            &[("job", job), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(passes(odd, "ok"), Some(3.0), "{text}");
+    assert_eq!(passes("broken", "failed"), Some(1.0), "{text}");
+    let one = |name, job| value(&s, name, &[("job", job)]);
+    assert_eq!(one("jobrun_expected_interval_seconds", odd), Some(300.0));
+    assert_eq!(one("jobrun_check_status", odd), Some(0.0));
+    assert_eq!(one("jobrun_check_status", "broken"), Some(2.0));
+    assert_eq!(one("jobrun_paused", "held"), Some(1.0));
+    assert_eq!(one("jobrun_paused", odd), Some(0.0));
+    assert_eq!(one("jobrun_running", odd), Some(0.0));
+    assert_eq!(one("jobrun_queue_length", odd), Some(0.0));
+    assert!(one("jobrun_last_failure_timestamp_seconds", "broken").is_some());
+    assert!(one("jobrun_last_failure_timestamp_seconds", odd).is_none());
+    let now = now_ms() as f64 / 1000.0;
+    let success = one("jobrun_last_success_timestamp_seconds", odd).unwrap();
+    assert!(
+        (now - 60.0..=now + 1.0).contains(&success),
+        "{success} {now}"
+    );
+    assert!(one("jobrun_last_start_timestamp_seconds", odd).unwrap() <= success);
+    assert!(one("jobrun_last_duration_seconds", odd).is_some());
+    // A held pass is running.
+    let p = start_pass(env, "busy", "busy", "1h", &[]);
+    let s = parse_exposition(&Jobrun::new(env).arg("metrics").run().stdout);
+    assert_eq!(value(&s, "jobrun_running", &[("job", "busy")]), Some(1.0));
+    std::fs::write(env.path("busy.stop"), "").unwrap();
+    assert!(env.wait_exit(p.wrapper, WITHIN).is_some());
+}
+
+/// `--textfile` replaces the file whole: a reader polling it while it is
+/// rewritten always reads every job's lines; nothing is left beside it.
+#[test]
+fn the_textfile_is_replaced_whole() {
+    let env = TestEnv::sqlite();
+    for i in 0..150 {
+        record(&env, &format!("job.{i:03}"), &[ok(MIN)]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jobrun.prom");
+    let writer = {
+        let mut cmd = env.cmd(&["metrics", "--textfile"]);
+        cmd.arg(&file);
+        std::thread::spawn(move || {
+            for _ in 0..15 {
+                let out = cmd.output().unwrap();
+                assert!(out.status.success(), "{out:?}");
+            }
+        })
+    };
+    let mut reads = 0;
+    while !writer.is_finished() || reads == 0 {
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            let n = text
+                .lines()
+                .filter(|l| l.starts_with("jobrun_check_status{"))
+                .count();
+            assert_eq!(n, 150, "a read saw part of the file:\n{text}");
+            parse_exposition(&text);
+            reads += 1;
+        }
+    }
+    writer.join().unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("jobrun.prom")]);
+    eprintln!("{reads} reads, every one whole");
+}
+
+/// With JOBRUN_METRICS_TEXTFILE set, each pass refreshes the file.
+#[test]
+fn run_refreshes_the_textfile_after_each_pass() {
+    let env = TestEnv::sqlite();
+    let file = env.path("jobrun.prom");
+    for n in 1..=2 {
+        Jobrun::new(&env)
+            .args(["run", "j", "--", "true"])
+            .env("JOBRUN_METRICS_TEXTFILE", &file)
+            .run();
+        let s = parse_exposition(&std::fs::read_to_string(&file).unwrap());
+        let got = value(
+            &s,
+            "jobrun_passes_total",
+            &[("job", "j"), ("outcome", "ok")],
+        );
+        assert_eq!(got, Some(n as f64));
+    }
+    // A file that cannot be written is said, and the pass's code stands.
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "sh", "-c", "exit 4"])
+        .env(
+            "JOBRUN_METRICS_TEXTFILE",
+            env.path("no/such/dir/jobrun.prom"),
+        )
+        .code(4)
+        .stderr_contains("JOBRUN_METRICS_TEXTFILE: cannot write the metrics to")
         .run();
 }

@@ -230,6 +230,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     };
     // The kernel lock is evidence until the lease is gone: drop it last.
     drop(lock);
+    crate::cmd::metrics::refresh_after_pass(&choice.spec);
     code
 }
 
