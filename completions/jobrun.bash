@@ -52,6 +52,9 @@ _jobrun() {
             jobrun,stop-due)
                 cmd="jobrun__subcmd__stop__subcmd__due"
                 ;;
+            jobrun,touch)
+                cmd="jobrun__subcmd__touch"
+                ;;
             jobrun__subcmd__help,check)
                 cmd="jobrun__subcmd__help__subcmd__check"
                 ;;
@@ -88,6 +91,9 @@ _jobrun() {
             jobrun__subcmd__help,stop-due)
                 cmd="jobrun__subcmd__help__subcmd__stop__subcmd__due"
                 ;;
+            jobrun__subcmd__help,touch)
+                cmd="jobrun__subcmd__help__subcmd__touch"
+                ;;
             *)
                 ;;
         esac
@@ -95,7 +101,7 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget check metrics generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget check touch metrics generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -265,7 +271,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help)
-            opts="run status clear-locks stop-due pause resume history forget check metrics generate help"
+            opts="run status clear-locks stop-due pause resume history forget check touch metrics generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -446,6 +452,20 @@ _jobrun() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jobrun__subcmd__help__subcmd__touch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jobrun__subcmd__history)
             opts="-h --limit --reverse --since --outcome --json --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -563,7 +583,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --every --schedule --tz --keep-history --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --max-idle --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --every --schedule --tz --keep-history --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -574,6 +594,10 @@ _jobrun() {
                     return 0
                     ;;
                 --max-hold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-idle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -681,6 +705,28 @@ _jobrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__touch)
+            opts="-h --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -188,6 +188,16 @@ pub enum Command {
     /// --max-paused warn. Thresholds given here override the job's own;
     /// --max-* limits left unset are not checked.
     Check(CheckArgs),
+    /// Record progress of the pass this command runs in (for --max-idle).
+    ///
+    /// Run by a pass's command (or anything it starts): touch finds its
+    /// pass through JOBRUN_JOB, JOBRUN_PASS and JOBRUN_TOKEN, and records
+    /// that the pass made progress, on the store's clock. A pass run with
+    /// --max-idle D that has not touched for D is hung: its renewals stop
+    /// and its lease lapses. check reports it stuck before that. A token
+    /// that is not the current holder's is refused (exit 1): the pass lost
+    /// its slot.
+    Touch,
     /// Print every job's figures for Prometheus (text exposition format).
     ///
     /// Per job: when its last pass started, last succeeded and last
@@ -257,6 +267,13 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub max_hold: String,
+
+    /// A pass that has not run `jobrun touch` for this long is hung: past
+    /// it renewals stop and the lease lapses, as at --max-hold counted from
+    /// the last touch, so a later pass may take over (at least the lease;
+    /// without it, only --max-hold bounds the pass).
+    #[arg(long, env = "JOBRUN_MAX_IDLE", value_name = "DURATION")]
+    pub max_idle: Option<String>,
 
     /// After forwarding TERM or INT, wait this long before sending KILL.
     #[arg(

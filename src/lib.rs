@@ -97,7 +97,7 @@ fn usage_error(e: clap::Error) -> i32 {
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             say!(
                 "a command is required: run, status, clear-locks, stop-due, pause, resume, \
-                 history, forget, check or metrics (see jobrun --help)"
+                 history, forget, check, metrics or touch (see jobrun --help)"
             );
             exit::JOBRUN_FAILED
         }
@@ -306,6 +306,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Resume(a) => cmd::pause::resume(spec, a),
         Command::History(a) => cmd::history::run(&choice, a),
         Command::Metrics(a) => cmd::metrics::run(&choice, a),
+        Command::Touch => cmd::touch::run(&choice),
         Command::Forget(a) => cmd::forget::run(spec, a),
         Command::Generate(_) | Command::Check(_) => unreachable!("handled above"),
     }

@@ -346,6 +346,8 @@ pub struct RunSettings {
     pub containers: Option<Engine>,
     /// The cadence declared for the job (`--every`, `--schedule`).
     pub declared: Option<Declared>,
+    /// `--max-idle`: hung once it has not touched for this long.
+    pub max_idle: Option<Duration>,
 }
 
 impl RunSettings {
@@ -384,7 +386,21 @@ impl RunSettings {
             )?),
             (None, None) => None,
         };
+        let max_idle = a
+            .max_idle
+            .as_deref()
+            .map(|v| duration("--max-idle/JOBRUN_MAX_IDLE", v))
+            .transpose()?;
+        if max_idle.is_some_and(|m| m < lease) {
+            bail!(
+                "--max-idle {} is shorter than --lease {}: a touch is seen at the next renewal, \
+                 so the idle limit must be at least one lease window",
+                a.max_idle.as_deref().unwrap_or_default().trim(),
+                a.lease.trim()
+            );
+        }
         Ok(RunSettings {
+            max_idle,
             declared,
             job,
             argv: a.command.clone(),

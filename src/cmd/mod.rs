@@ -11,6 +11,7 @@ pub mod pause;
 pub mod run;
 pub mod status;
 pub mod stop_due;
+pub mod touch;
 pub mod watch;
 
 use crate::evidence::{Evidence, Verdict};

@@ -258,9 +258,12 @@ impl LeaseRow {
         self.ages().lapsed()
     }
 
-    /// Past its own max hold: see `Ages::forfeited`.
+    /// Past its own max hold (see `Ages::forfeited`), or past its own
+    /// `--max-idle` since its last progress: either way the holder stopped
+    /// renewing by the operator's setting, so, once its lease has lapsed
+    /// too, it forfeited the slot alive or not.
     pub fn forfeited(&self) -> bool {
-        self.ages().forfeited()
+        self.ages().forfeited() || self.idle.is_some_and(|(idle, max)| idle >= max)
     }
 }
 

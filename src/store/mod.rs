@@ -308,6 +308,17 @@ pub struct HistoryQuery {
     pub limit: u32,
 }
 
+/// What `touch` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touch {
+    /// The pass holds its slot with that token: progress recorded.
+    Touched,
+    /// The pass's row carries another token: refused.
+    StaleToken(i64),
+    /// The pass holds no slot of the job (it ended, or lost its lease).
+    NotHeld,
+}
+
 /// What `forget` did with a job.
 #[derive(Debug, Clone)]
 pub enum Forget {
@@ -361,6 +372,12 @@ pub trait Store: Send {
     /// The store's clock now, and the latest `per_job` passes of each named
     /// job (newest recorded first), each job's read by its own index.
     fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)>;
+    /// Record progress (`jobrun touch`) of the pass `pass_id` holding a
+    /// slot of `job` with `token`, on the store's clock.
+    fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch>;
+    /// The progress mark (`jobrun touch`, store clock) of the lease `key`,
+    /// `None` before its first touch or once the row is gone.
+    fn progress(&mut self, key: &LeaseKey) -> Result<Option<i64>>;
     /// Remove a job that is free (no holder, no waiter, no pause of its
     /// own) and its history, in one transaction; otherwise say why not.
     fn forget(&mut self, job: &str) -> Result<Forget>;

@@ -21,7 +21,7 @@ use super::steps::{
 };
 use super::{
     Acquire, AcquireRequest, Attempt, Counter, Enqueue, Forget, Held, HistoryQuery, JobRow, Result,
-    Store, StorePin, ALL_JOBS,
+    Store, StorePin, Touch, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
@@ -236,6 +236,37 @@ impl<B: Backend> Store for SqlStore<B> {
                 out.extend(rows.iter().map(pass_record));
             }
             Ok((now, out))
+        })
+    }
+
+    fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch> {
+        self.backend.write(&mut |c| {
+            let now = c.clock()?.now_ms;
+            let n = c.exec(
+                "UPDATE leases SET touched_ms = $4 WHERE job = $1 AND pass_id = $2 AND token = $3",
+                &[job.into(), pass_id.into(), token.into(), now.into()],
+            )?;
+            if n > 0 {
+                return Ok(Touch::Touched);
+            }
+            let rows = c.query(
+                "SELECT token FROM leases WHERE job = $1 AND pass_id = $2",
+                &[job.into(), pass_id.into()],
+            )?;
+            Ok(match rows.first() {
+                Some(r) => Touch::StaleToken(r.int("token")),
+                None => Touch::NotHeld,
+            })
+        })
+    }
+
+    fn progress(&mut self, key: &LeaseKey) -> Result<Option<i64>> {
+        self.backend.read(&mut |c| {
+            let rows = c.query(
+                "SELECT touched_ms FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
+                &[key.job.as_str().into(), key.slot.into(), key.token.into()],
+            )?;
+            Ok(rows.first().and_then(|r| r.opt_int("touched_ms")))
         })
     }
 

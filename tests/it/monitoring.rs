@@ -356,6 +356,7 @@ both_stores!(
     stuck_dead_queued_and_paused,
     unknown_is_exit_3,
     metrics_follow_the_exposition_format,
+    idle_passes_are_stuck_until_they_touch,
 );
 
 /// The same crontab on three hosts (three identities): the ticks are
@@ -701,4 +702,134 @@ fn run_refreshes_the_textfile_after_each_pass() {
         .code(4)
         .stderr_contains("JOBRUN_METRICS_TEXTFILE: cannot write the metrics to")
         .run();
+}
+
+fn touch_as<'a>(env: &'a TestEnv, job: &str, pass: &str, token: i64) -> Jobrun<'a> {
+    Jobrun::new(env)
+        .arg("touch")
+        .env("JOBRUN_JOB", job)
+        .env("JOBRUN_PASS", pass)
+        .env("JOBRUN_TOKEN", token.to_string())
+}
+
+/// A pass run with --max-idle that has not touched for that long is stuck
+/// for check; a touch (with the holder's own token only) makes it OK
+/// again; a pass without --max-idle is never judged idle.
+fn idle_passes_are_stuck_until_they_touch(env: &TestEnv) {
+    let p = start_pass(env, "idle", "idle", "1h", &[("JOBRUN_MAX_IDLE", "2h")]);
+    let q = start_pass(env, "plain", "plain", "1h", &[]);
+    check(env, &["--every", "1d"]).run();
+    store_exec(
+        env,
+        "UPDATE leases SET acquired_ms = acquired_ms - 10800000, \
+         acquired_boot_ms = acquired_boot_ms - 10800000",
+    );
+    check(env, &["--every", "1d"])
+        .code(1)
+        .stdout_contains("JOBRUN WARNING - 1 stuck")
+        .stdout_contains("idle: stuck: pass ")
+        .stdout_contains("made no progress (jobrun touch) for 3h 0m, past its --max-idle 2h 0m")
+        .stdout_lacks("plain:")
+        .run();
+    let slot = env.slot("idle");
+    touch_as(env, "idle", &slot.pass_id, slot.token - 1)
+        .code(1)
+        .stderr_contains(format!(
+            "idle: refusing the touch: token {} is not the current holder's",
+            slot.token - 1
+        ))
+        .run();
+    check(env, &["--every", "1d"]).code(1).run();
+    touch_as(env, "idle", &slot.pass_id, slot.token).run();
+    check(env, &["--every", "1d"]).run();
+    touch_as(env, "idle", "000000000000", slot.token)
+        .code(1)
+        .stderr_contains("holds no slot of the job")
+        .run();
+    Jobrun::new(env)
+        .arg("touch")
+        .code(125)
+        .stderr_contains("JOBRUN_JOB is not set: jobrun touch runs inside a pass")
+        .run();
+    for (name, pass) in [("idle", p), ("plain", q)] {
+        std::fs::write(env.path(&format!("{name}.stop")), "").unwrap();
+        assert!(env.wait_exit(pass.wrapper, WITHIN).is_some());
+    }
+}
+
+/// --max-idle on the renewer: a pass that never touches stops renewing,
+/// and once its lease lapsed a later pass takes the slot (the hung pass
+/// forfeited it, alive or not); a pass that keeps touching keeps its slot
+/// past its max idle.
+#[test]
+fn max_idle_frees_a_hung_pass_and_spares_one_that_touches() {
+    let env = TestEnv::sqlite();
+    let hung = start_pass(&env, "hung", "hung", "3s", &[("JOBRUN_MAX_IDLE", "3s")]);
+    assert!(
+        wait_until(WITHIN, || env.stderr_of("hung").contains(
+            "no progress (jobrun touch) for --max-idle 3s: the pass is hung"
+        )),
+        "{}",
+        env.stderr_of("hung")
+    );
+    let took = wait_until(WITHIN, || {
+        env.run(&["run", "-E", "75", "-q", "hung", "--", "true"])
+            .status
+            .code()
+            == Some(0)
+    });
+    assert!(
+        took,
+        "no later pass took the slot: {:?}",
+        env.find_slot("hung")
+    );
+    let freed = env.history("hung");
+    assert!(
+        freed
+            .iter()
+            .any(|p| p.freed.as_ref().is_some_and(|f| f.reason == "forfeited")),
+        "{freed:?}"
+    );
+    std::fs::write(env.path("hung.stop"), "").unwrap();
+    assert!(env.wait_exit(hung.wrapper, WITHIN).is_some());
+
+    // A pass that touches every half second keeps its slot for twice its
+    // max idle and more.
+    let child = crate::support::script(
+        &env,
+        "toucher.sh",
+        &format!(
+            "while [ ! -e toucher.stop ]; do {bin} touch && echo >> touched; sleep 0.5; done",
+            bin = crate::support::BIN
+        ),
+    );
+    let toucher = env.start_with(
+        "toucher",
+        &["run", "--lease", "3s", "busy", "--", &child],
+        &[("JOBRUN_MAX_IDLE", "3s")],
+    );
+    let touches = || {
+        std::fs::read_to_string(env.path("touched"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || touches() >= 14),
+        "{}",
+        env.stderr_of("toucher")
+    );
+    let slot = env.slot("busy");
+    assert!(slot.held_ms >= 6_000, "{slot:?}");
+    assert!(
+        !env.stderr_of("toucher").contains("no progress"),
+        "{}",
+        env.stderr_of("toucher")
+    );
+    std::fs::write(env.path("toucher.stop"), "").unwrap();
+    assert_eq!(
+        env.wait_exit(toucher, WITHIN),
+        Some(0),
+        "{}",
+        env.stderr_of("toucher")
+    );
 }

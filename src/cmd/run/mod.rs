@@ -207,7 +207,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         max_hold: settings.max_hold,
         containers: settings.containers,
         declared: settings.declared.clone(),
-        max_idle: None,
+        max_idle: settings.max_idle,
     };
     let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),
