@@ -139,6 +139,11 @@ pub fn gather(store: &mut dyn Store, spec: &StoreSpec, names: &[String]) -> Resu
     let waiters = store.waiters(names)?;
     let pauses = store.pauses()?;
     let (now_ms, recent) = store.recent(&known, RECENT)?;
+    let mut by_job: std::collections::HashMap<String, Vec<PassRecord>> =
+        std::collections::HashMap::with_capacity(jobs.len());
+    for p in recent {
+        by_job.entry(p.job.clone()).or_default().push(p);
+    }
     Ok(jobs
         .into_iter()
         .map(|job| Watched {
@@ -157,11 +162,7 @@ pub fn gather(store: &mut dyn Store, spec: &StoreSpec, names: &[String]) -> Resu
                 .into_iter()
                 .cloned()
                 .collect(),
-            recent: recent
-                .iter()
-                .filter(|p| p.job == job.name)
-                .cloned()
-                .collect(),
+            recent: by_job.remove(&job.name).unwrap_or_default(),
             job,
         })
         .collect())

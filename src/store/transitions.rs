@@ -200,10 +200,10 @@ impl<B: Backend> Store for SqlStore<B> {
                     "SELECT k.job AS job, k.outcome AS outcome, k.passes AS n \
                      FROM job_counters k JOIN jobs j ON j.name = k.job WHERE {filter} \
                      UNION ALL \
-                     SELECT h.job AS job, h.outcome AS outcome, count(*) AS n \
-                     FROM history h JOIN jobs j ON j.name = h.job \
-                     WHERE {filter} AND h.id > COALESCE(j.counted_id, 0) \
-                     GROUP BY h.job, h.outcome"
+                     SELECT j.name AS job, h.outcome AS outcome, count(*) AS n \
+                     FROM jobs j JOIN history h \
+                     ON h.job = j.name AND h.id > COALESCE(j.counted_id, 0) \
+                     WHERE {filter} GROUP BY j.name, h.outcome"
                 ),
                 &params,
             )?;
