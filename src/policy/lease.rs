@@ -692,6 +692,16 @@ mod tests {
         assert!(row(10, -5, 100).lapsed());
         assert!(!row(99, 1, 100).forfeited());
         assert!(row(100, 1, 100).forfeited());
+        // Past its own --max-idle since its last touch: forfeited too.
+        let mut idle = row(10, -5, 100);
+        idle.idle = Some((59, 60));
+        assert!(!idle.forfeited());
+        idle.idle = Some((60, 60));
+        assert!(idle.forfeited());
+        assert!(matches!(
+            decide(&idle, Liveness::Alive, false),
+            Decision::Free(_, FreeReason::Forfeited)
+        ));
     }
 
     #[test]
