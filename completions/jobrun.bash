@@ -16,6 +16,9 @@ _jobrun() {
             ",$1")
                 cmd="jobrun"
                 ;;
+            jobrun,check)
+                cmd="jobrun__subcmd__check"
+                ;;
             jobrun,clear-locks)
                 cmd="jobrun__subcmd__clear__subcmd__locks"
                 ;;
@@ -30,6 +33,9 @@ _jobrun() {
                 ;;
             jobrun,history)
                 cmd="jobrun__subcmd__history"
+                ;;
+            jobrun,metrics)
+                cmd="jobrun__subcmd__metrics"
                 ;;
             jobrun,pause)
                 cmd="jobrun__subcmd__pause"
@@ -49,6 +55,12 @@ _jobrun() {
             jobrun,timeline)
                 cmd="jobrun__subcmd__timeline"
                 ;;
+            jobrun,touch)
+                cmd="jobrun__subcmd__touch"
+                ;;
+            jobrun__subcmd__help,check)
+                cmd="jobrun__subcmd__help__subcmd__check"
+                ;;
             jobrun__subcmd__help,clear-locks)
                 cmd="jobrun__subcmd__help__subcmd__clear__subcmd__locks"
                 ;;
@@ -63,6 +75,9 @@ _jobrun() {
                 ;;
             jobrun__subcmd__help,history)
                 cmd="jobrun__subcmd__help__subcmd__history"
+                ;;
+            jobrun__subcmd__help,metrics)
+                cmd="jobrun__subcmd__help__subcmd__metrics"
                 ;;
             jobrun__subcmd__help,pause)
                 cmd="jobrun__subcmd__help__subcmd__pause"
@@ -82,6 +97,9 @@ _jobrun() {
             jobrun__subcmd__help,timeline)
                 cmd="jobrun__subcmd__help__subcmd__timeline"
                 ;;
+            jobrun__subcmd__help,touch)
+                cmd="jobrun__subcmd__help__subcmd__touch"
+                ;;
             *)
                 ;;
         esac
@@ -89,12 +107,86 @@ _jobrun() {
 
     case "${cmd}" in
         jobrun)
-            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget timeline generate help"
+            opts="-h -V --db --db-mode --help --version run status clear-locks stop-due pause resume history forget timeline check touch metrics generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__check)
+            opts="-v -w -c -h --all --json --verbose --every --schedule --tz --grace --warning --critical --failures --recover --max-running --max-wait --max-paused --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --schedule)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tz)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warning)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --critical)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --failures)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recover)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-running)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-paused)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -185,8 +277,22 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help)
-            opts="run status clear-locks stop-due pause resume history forget timeline generate help"
+            opts="run status clear-locks stop-due pause resume history forget timeline check touch metrics generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -255,6 +361,20 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__help__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__help__subcmd__metrics)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -352,6 +472,20 @@ _jobrun() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jobrun__subcmd__help__subcmd__touch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jobrun__subcmd__history)
             opts="-h --limit --reverse --since --outcome --json --show --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -372,6 +506,32 @@ _jobrun() {
                     return 0
                     ;;
                 --show)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__metrics)
+            opts="-h --textfile --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --textfile)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -447,7 +607,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --on-start --on-success --on-failure --hook-timeout --syslog --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --max-idle --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --on-start --on-success --on-failure --hook-timeout --syslog --every --schedule --tz --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -470,6 +630,10 @@ _jobrun() {
                     return 0
                     ;;
                 --spread)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-idle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -534,6 +698,18 @@ _jobrun() {
                     return 0
                     ;;
                 --hook-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --schedule)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tz)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -635,6 +811,28 @@ _jobrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jobrun__subcmd__touch)
+            opts="-h --db --db-mode --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -70,6 +70,10 @@ pub enum Command {
     /// carry the label in JOBRUN_LABEL, the pass lives while its processes
     /// or those containers run, and the slot is released only once the
     /// engine says none of them runs.
+    ///
+    /// With JOBRUN_METRICS_TEXTFILE set, the pass refreshes that file with
+    /// jobrun metrics once it ended, for node_exporter's textfile
+    /// collector; a file it cannot write is said and changes nothing else.
     Run(RunArgs),
     /// Show every job: state, holder, evidence, queue, last outcome.
     ///
@@ -176,6 +180,53 @@ pub enum Command {
     /// queue waits (and passes queued now) are shaded, and a wait that ran
     /// out ends in !. Where passes meet in one column, the worst shows. Colour only on a terminal, and never with NO_COLOR.
     Timeline(TimelineArgs),
+    /// A monitoring plugin: are jobs late, failing, stuck? (Nagios, Icinga)
+    ///
+    /// check judges every job (or the NAMEs given) from what the store
+    /// recorded and answers by the monitoring-plugins conventions: the
+    /// first line is a summary with perfdata, then one line per job that is
+    /// not OK with the reason in words; the exit code is 0 OK, 1 WARNING,
+    /// 2 CRITICAL, 3 UNKNOWN. This is the one command whose bad usage exits
+    /// 3 (UNKNOWN), as are an unknown NAME and a missing or unreadable
+    /// store.
+    ///
+    /// A job is late when no pass started since its next expected start
+    /// plus grace: expected from the interval or cron schedule it declared
+    /// on run (--every, --schedule with --tz), or learned from its own history once it has 5 attempts (the largest
+    /// gap among its latest 20, so a gap it has had before never pages;
+    /// attempts of several hosts for one tick count once). It is failing
+    /// when its last passes that took a slot ended badly (failed, killed,
+    /// lost-lease, spawn-failed, abandoned); stuck when a pass holds longer
+    /// than --max-running (or 3 times the job's p95 once it has 10 passes,
+    /// or past its --max-idle without a touch). A dead holder not yet
+    /// freed, a queue head waiting past --max-wait and a pause older than
+    /// --max-paused warn. Thresholds given here override the job's own;
+    /// --max-* limits left unset are not checked.
+    Check(CheckArgs),
+    /// Record progress of the pass this command runs in (for --max-idle).
+    ///
+    /// Run by a pass's command (or anything it starts): touch finds its
+    /// pass through JOBRUN_JOB, JOBRUN_PASS and JOBRUN_TOKEN, and records
+    /// that the pass made progress, on the store's clock. A pass run with
+    /// --max-idle D that has not touched for D is hung: its renewals stop
+    /// and its lease lapses. check reports it stuck before that. A token
+    /// that is not the current holder's is refused (exit 1): the pass lost
+    /// its slot.
+    Touch,
+    /// Print every job's figures for Prometheus (text exposition format).
+    ///
+    /// Per job: when its last pass started, last succeeded and last
+    /// failed, how long its last pass ran, its passes by outcome (a
+    /// counter that pruning history never lowers), slots held, queue
+    /// length, whether it is paused, the interval check expects, and what
+    /// check says of it. Label values are escaped; samples carry no
+    /// timestamps.
+    ///
+    /// --textfile PATH replaces PATH whole (a file beside it, renamed over
+    /// it) for node_exporter's textfile collector; with
+    /// JOBRUN_METRICS_TEXTFILE set, every run refreshes that file after its
+    /// pass, so the collector sees a pass within its scrape interval.
+    Metrics(MetricsArgs),
     /// Write the man pages and shell completions (for maintainers).
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -259,6 +310,13 @@ pub struct RunArgs {
     /// --jitter.
     #[arg(long, env = "JOBRUN_SPREAD", value_name = "DURATION")]
     pub spread: Option<String>,
+
+    /// A pass that has not run `jobrun touch` for this long is hung: past
+    /// it renewals stop and the lease lapses, as at --max-hold counted from
+    /// the last touch, so a later pass may take over (at least the lease;
+    /// without it, only --max-hold bounds the pass).
+    #[arg(long, env = "JOBRUN_MAX_IDLE", value_name = "DURATION")]
+    pub max_idle: Option<String>,
 
     /// After forwarding TERM or INT, wait this long before sending KILL.
     #[arg(
@@ -380,6 +438,29 @@ pub struct RunArgs {
     #[arg(long, env = "JOBRUN_SYSLOG", action = clap::ArgAction::SetTrue,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub syslog: bool,
+    /// The job is meant to run this often (e.g. 5m, 1d): `check` calls it
+    /// late when no pass started for that long plus its grace. Stored with
+    /// the job; the latest declaration wins. Without one, check learns the
+    /// job's cadence from its history.
+    #[arg(
+        long,
+        env = "JOBRUN_EVERY",
+        value_name = "DURATION",
+        conflicts_with = "schedule"
+    )]
+    pub every: Option<String>,
+
+    /// The job runs on this cron schedule (five crontab fields, e.g.
+    /// '*/5 * * * *'), in --tz or the host's zone, correct across DST:
+    /// `check` calls it late when no pass started since a firing plus its
+    /// grace. Stored with the job; the latest declaration wins.
+    #[arg(long, env = "JOBRUN_SCHEDULE", value_name = "CRON")]
+    pub schedule: Option<String>,
+
+    /// The time zone of --schedule, by its name in the system's zoneinfo
+    /// (e.g. Europe/Berlin); default: the host's.
+    #[arg(long, env = "JOBRUN_TZ", value_name = "ZONE", requires = "schedule")]
+    pub tz: Option<String>,
 
     /// How many passes of history to keep per job.
     #[arg(long, env = "JOBRUN_KEEP_HISTORY", default_value_t = 1000,
@@ -562,6 +643,72 @@ pub struct TimelineArgs {
     /// before it are not drawn.
     #[arg(long, default_value = "24h", value_name = "DURATION")]
     pub since: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Jobs to check (default: every job).
+    #[arg(value_name = "NAME", conflicts_with = "all")]
+    pub names: Vec<String>,
+    /// Check every job (the default).
+    #[arg(long)]
+    pub all: bool,
+    /// Machine-readable output (its fields: JSON OUTPUT in jobrun(1)).
+    #[arg(long)]
+    pub json: bool,
+    /// Also say, for every job, what its lateness is judged on (declared,
+    /// learned, or why there is no lateness verdict).
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Judge lateness on this interval instead of the job's own.
+    #[arg(long, value_name = "DURATION", conflicts_with = "schedule")]
+    pub every: Option<String>,
+    /// Judge lateness on this cron schedule instead of the job's own.
+    #[arg(long, value_name = "CRON")]
+    pub schedule: Option<String>,
+    /// The time zone of --schedule (default: the host's).
+    #[arg(long, value_name = "ZONE", requires = "schedule")]
+    pub tz: Option<String>,
+    /// How late a pass may start before the job is late (default: half the
+    /// interval; half the typical gap when learned).
+    #[arg(long, value_name = "DURATION")]
+    pub grace: Option<String>,
+    /// WARNING once late by more than this past the expected start: a
+    /// duration (10m) or a multiple of the interval (1.5x). Default: the
+    /// grace.
+    #[arg(short, long, value_name = "DURATION|Nx")]
+    pub warning: Option<String>,
+    /// CRITICAL once late by more than this past the expected start: a
+    /// duration or a multiple of the interval. Default: the grace and one
+    /// further interval.
+    #[arg(short, long, value_name = "DURATION|Nx")]
+    pub critical: Option<String>,
+    /// Failing once this many passes in a row ended badly.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub failures: u32,
+    /// Failing until this many passes in a row ended well.
+    #[arg(long, default_value_t = 1, value_name = "M",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub recover: u32,
+    /// Stuck when a pass holds its slot longer than this (replaces the
+    /// 3x p95 rule).
+    #[arg(long, value_name = "DURATION")]
+    pub max_running: Option<String>,
+    /// Long queue when the first waiter has waited longer than this.
+    #[arg(long, value_name = "DURATION")]
+    pub max_wait: Option<String>,
+    /// Old pause when a pause has stood longer than this.
+    #[arg(long, value_name = "DURATION")]
+    pub max_paused: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Write to PATH (replaced whole, atomically) instead of standard
+    /// output: node_exporter's textfile collector reads *.prom files.
+    #[arg(long, env = "JOBRUN_METRICS_TEXTFILE", value_name = "PATH")]
+    pub textfile: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -21,6 +21,10 @@ pub const JOBRUN_FAILED: i32 = 125;
 pub const CANNOT_EXECUTE: i32 = 126;
 /// The command was not found.
 pub const NOT_FOUND: i32 = 127;
+/// `check`, a monitoring plugin: a CRITICAL verdict (1 is its WARNING).
+pub const CHECK_CRITICAL: i32 = 2;
+/// `check` could not judge (UNKNOWN), its bad usage included.
+pub const CHECK_UNKNOWN: i32 = 3;
 /// Base for "the child died of signal N": exit 128+N.
 pub const SIGNAL_BASE: i32 = 128;
 
@@ -54,7 +58,7 @@ impl Status {
 
 /// Every exit status, each with when it happens: the one list `--help`
 /// and the man pages print.
-pub const TABLE: [(Status, &str); 10] = [
+pub const TABLE: [(Status, &str); 12] = [
     (Status::Child, "the command ran and exited"),
     (
         Status::Signal,
@@ -74,9 +78,9 @@ pub const TABLE: [(Status, &str); 10] = [
     ),
     (
         Status::Code(INCOMPLETE),
-        "an operator command could not do all it was asked: status or history was given \
-         a job the store never saw (history --show: a pass with no kept output), forget \
-         refused a job that is not free, stop-due could \
+        "an operator command could not do all it was asked, or check found a WARNING: status \
+         or history was given a job the store never saw (history --show: a pass with no \
+         kept output), forget refused a job that is not free, stop-due could \
          not signal a pass or its --wait ran out with locks still held",
     ),
     (
@@ -93,6 +97,15 @@ pub const TABLE: [(Status, &str); 10] = [
         "the command exists but cannot be executed",
     ),
     (Status::Code(NOT_FOUND), "the command was not found"),
+    (
+        Status::Code(CHECK_CRITICAL),
+        "check found a CRITICAL verdict (a monitoring plugin's code)",
+    ),
+    (
+        Status::Code(CHECK_UNKNOWN),
+        "check could not judge (UNKNOWN): its bad usage, a NAME the store never saw, a \
+         missing or unreadable store",
+    ),
 ];
 
 /// Operator commands leave SIGPIPE at its default, as `ls` does.

@@ -24,6 +24,7 @@ pub(crate) mod process;
 pub(crate) mod random;
 pub(crate) mod renewer;
 pub(crate) mod report;
+pub(crate) mod schedule;
 pub(crate) mod settings;
 pub(crate) mod signal;
 pub(crate) mod spawn;
@@ -74,6 +75,23 @@ pub fn main() -> i32 {
 /// line and exit 125.
 fn usage_error(e: clap::Error) -> i32 {
     use clap::error::ErrorKind;
+    let help = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if !help && typed_command().as_deref() == Some("check") {
+        // A monitoring plugin's bad usage is UNKNOWN (exit 3), on stdout
+        // where the monitoring system reads the plugin's answer.
+        let text = e.render().to_string();
+        let first = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("invalid usage")
+            .trim_start_matches("error: ");
+        let hints = hints(&e)
+            .into_iter()
+            .map(|h| format!("; {h}"))
+            .collect::<String>();
+        return cmd::check::unknown(&format!("{first}{hints} (see jobrun check --help)"));
+    }
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
@@ -83,7 +101,7 @@ fn usage_error(e: clap::Error) -> i32 {
             say!(
                 error,
                 "a command is required: run, status, clear-locks, stop-due, pause, resume, \
-                 history, timeline or forget (see jobrun --help)"
+                 history, timeline, forget, check, metrics or touch (see jobrun --help)"
             );
             exit::JOBRUN_FAILED
         }
@@ -132,6 +150,20 @@ fn usage_error(e: clap::Error) -> i32 {
             exit::JOBRUN_FAILED
         }
     }
+}
+
+/// The subcommand typed: the first word that is neither an option nor the
+/// value of a global option.
+fn typed_command() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--db" || a == "--db-mode" {
+            args.next();
+        } else if !a.starts_with('-') {
+            return Some(a);
+        }
+    }
+    None
 }
 
 /// The subcommand of a usage error when it acts on NAME... or --all.
@@ -259,6 +291,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     if let Command::Generate(g) = &cli.command {
         return cmd::generate::run(g);
     }
+    if let Command::Check(a) = cli.command {
+        // A plugin answers UNKNOWN, on stdout, for whatever keeps it from
+        // judging.
+        let choice = clock::check_skew()
+            .and_then(|_| settings::store(cli.db.as_deref(), cli.db_mode.as_deref()));
+        return Ok(match choice {
+            Ok(choice) => cmd::check::run(&choice, a),
+            Err(e) => cmd::check::unknown(&format!("{e:#}")),
+        });
+    }
     clock::check_skew()?;
     let choice = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
     let spec = choice.spec.clone();
@@ -271,7 +313,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Resume(a) => cmd::pause::resume(spec, a),
         Command::History(a) => cmd::history::run(&choice, a),
         Command::Timeline(a) => cmd::timeline::run(&choice, a),
+        Command::Metrics(a) => cmd::metrics::run(&choice, a),
+        Command::Touch => cmd::touch::run(&choice),
         Command::Forget(a) => cmd::forget::run(spec, a),
-        Command::Generate(_) => unreachable!("handled above"),
+        Command::Generate(_) | Command::Check(_) => unreachable!("handled above"),
     }
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::policy::outcome::{Outcome, PassRecord};
+pub use crate::policy::watch::{Basis, Severity};
 pub use crate::policy::window::WindowState;
 pub use crate::policy::Liveness;
 
@@ -500,4 +501,65 @@ mod tests {
             h
         );
     }
+}
+
+/// `jobrun check --json`: the verdict on every job checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    /// The store read (a URL without its password).
+    pub store: String,
+    /// The worst of the jobs' (`ok` when none was checked).
+    pub status: Severity,
+    /// The exit code: 0 ok, 1 warning, 2 critical, 3 unknown.
+    pub code: i32,
+    /// The plugin's first line, perfdata included.
+    pub summary: String,
+    /// How many jobs have each verdict (`late`, `failing`, `stuck`,
+    /// `dead_holder`, `long_queue`, `old_pause`), and `jobs` checked.
+    pub counts: BTreeMap<String, usize>,
+    pub jobs: Vec<JobCheck>,
+}
+
+impl CheckReport {
+    /// The entry of job `name`, if it was checked.
+    pub fn job(&self, name: &str) -> Option<&JobCheck> {
+        self.jobs.iter().find(|j| j.name == name)
+    }
+}
+
+/// One job's verdicts, and what its lateness is judged on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCheck {
+    pub name: String,
+    pub status: Severity,
+    /// Every verdict that is not OK, worst first.
+    pub findings: Vec<Finding>,
+    pub lateness: LatenessBasis,
+}
+
+/// A verdict that is not OK, with its reason in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// `late`, `failing`, `stuck`, `dead_holder`, `long_queue` or
+    /// `old_pause`.
+    pub verdict: String,
+    pub severity: Severity,
+    pub reason: String,
+}
+
+/// What a job's lateness is judged on, or why it has no lateness verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatenessBasis {
+    /// Declared (`every`, `schedule`) or `learned`; `None` when there is
+    /// no lateness verdict.
+    pub basis: Option<Basis>,
+    /// Why there is no lateness verdict (too few attempts).
+    pub no_verdict: Option<String>,
+    /// The last attempt (any pass, skips included; attempts of several
+    /// hosts for one tick count once), UTC.
+    pub last_attempt: Option<String>,
+    /// When the next attempt was due, UTC.
+    pub due: Option<String>,
+    pub interval_ms: Option<i64>,
+    pub grace_ms: Option<i64>,
 }

@@ -32,6 +32,11 @@ pub enum Renewal {
 /// Something with a lease to renew.
 pub trait Renewable: Send {
     fn renew(&mut self) -> anyhow::Result<Renewal>;
+    /// The pass's last progress mark (`jobrun touch`) as the last renewal
+    /// read it, for `--max-idle`; `None` before any.
+    fn progress(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// Why the renewer stopped.
@@ -43,6 +48,9 @@ pub enum RenewerExit {
     LeaseLost,
     /// The pass reached its max hold; the lease will lapse.
     MaxHold,
+    /// The pass made no progress (`jobrun touch`) for its max idle; the
+    /// lease will lapse, as at max hold.
+    MaxIdle,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +62,9 @@ pub struct RenewerConfig {
     pub max_hold: Duration,
     /// When the lease was taken; max hold counts from here.
     pub taken: Instant,
+    /// `--max-idle`: counted from the last progress a renewal saw (or from
+    /// `taken`), like max hold from the last touch.
+    pub max_idle: Option<Duration>,
     /// Where the renewer's lines go.
     pub log: Log,
 }
@@ -147,6 +158,7 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
     ticker: &mut T,
 ) -> RenewerExit {
     let mut last_renewed = cfg.taken;
+    let (mut progress, mut progressed) = (target.progress(), cfg.taken);
     loop {
         if !ticker.wait(cfg.interval) {
             return RenewerExit::Stopped;
@@ -161,8 +173,26 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
             );
             return RenewerExit::MaxHold;
         }
+        if let Some(max_idle) = cfg.max_idle {
+            if now.saturating_duration_since(progressed) >= max_idle {
+                log!(
+                    cfg,
+                    "{}: no progress (jobrun touch) for --max-idle {}: the pass is hung; \
+                     renewals stop and the lease will lapse",
+                    cfg.label,
+                    humantime::format_duration(max_idle)
+                );
+                return RenewerExit::MaxIdle;
+            }
+        }
         match target.renew() {
-            Ok(Renewal::Renewed) => last_renewed = ticker.now(),
+            Ok(Renewal::Renewed) => {
+                last_renewed = ticker.now();
+                if target.progress() != progress {
+                    progress = target.progress();
+                    progressed = last_renewed;
+                }
+            }
             Ok(Renewal::NotOurs) => {
                 log!(
                     cfg,
@@ -302,6 +332,7 @@ mod tests {
             lease: LEASE,
             max_hold,
             taken: start,
+            max_idle: None,
             log,
         };
         let mut ticker = Manual { now: start, ticks };
@@ -344,6 +375,73 @@ mod tests {
         run(&fake, LONG, 100)
             .ended(RenewerExit::LeaseLost, 1)
             .said(&["feeds.poll slot 0 (token 12): lease lost: the store file was deleted"]);
+    }
+
+    /// A lease whose pass touches at each of its first `touches` renewals.
+    struct Touching {
+        calls: u32,
+        touches: u32,
+    }
+
+    impl Renewable for Touching {
+        fn renew(&mut self) -> anyhow::Result<Renewal> {
+            self.calls += 1;
+            Ok(Renewal::Renewed)
+        }
+        fn progress(&self) -> Option<i64> {
+            Some(i64::from(self.calls.min(self.touches)))
+        }
+    }
+
+    #[test]
+    fn max_idle_counts_from_the_last_touch_seen() {
+        let start = Instant::now();
+        let (log, said) = kept();
+        let cfg = RenewerConfig {
+            label: "j slot 0 (token 1)".into(),
+            interval: TICK,
+            lease: LEASE,
+            max_hold: LONG,
+            taken: start,
+            max_idle: Some(Duration::from_millis(60)),
+            log,
+        };
+        // Touches seen at the renewals of 20..100 ms; the last at 100 ms,
+        // so the tick at 160 ms stops (60 ms idle), after 7 renewals.
+        let mut lease = Touching {
+            calls: 0,
+            touches: 5,
+        };
+        let mut ticker = Manual {
+            now: start,
+            ticks: 100,
+        };
+        assert_eq!(
+            renew_until_done(&mut lease, &cfg, &mut ticker),
+            RenewerExit::MaxIdle
+        );
+        assert_eq!(lease.calls, 7);
+        assert_eq!(
+            *said.lock().unwrap(),
+            [
+                "j slot 0 (token 1): no progress (jobrun touch) for --max-idle 60ms: the pass is \
+              hung; renewals stop and the lease will lapse"
+            ]
+        );
+        // Never touched: idle from the take.
+        let mut lease = Touching {
+            calls: 0,
+            touches: 0,
+        };
+        let mut ticker = Manual {
+            now: start,
+            ticks: 100,
+        };
+        assert_eq!(
+            renew_until_done(&mut lease, &cfg, &mut ticker),
+            RenewerExit::MaxIdle
+        );
+        assert_eq!(lease.calls, 2);
     }
 
     #[test]
@@ -411,6 +509,7 @@ mod tests {
             lease: LEASE,
             max_hold: LONG,
             taken: Instant::now(),
+            max_idle: None,
             log: log.clone(),
         };
         let (sink, seen) = mpsc::channel();

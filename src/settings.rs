@@ -16,6 +16,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::names;
 use crate::policy::pause::PauseScope;
+use crate::policy::watch::Declared;
 use crate::policy::window::{WindowAsk, WindowSpec};
 use crate::store::StoreSpec;
 use crate::supervise::OnLost;
@@ -364,6 +365,34 @@ pub fn arg_text(arg: &OsStr) -> String {
     out
 }
 
+/// A job's declared interval: a duration of at least a second.
+pub fn every_interval(flag: &str, value: &str) -> Result<Duration> {
+    let d = duration(flag, value)?;
+    if d < Duration::from_secs(1) {
+        bail!(
+            "{} {} is too short: a job's interval is at least 1s (e.g. 5m, 1h, 1d)",
+            flag.split('/').next().unwrap_or(flag),
+            value.trim()
+        );
+    }
+    Ok(d)
+}
+
+/// A cron schedule and its zone, checked against the system's zoneinfo.
+pub fn schedule(flag: &str, expr: &str, tz: Option<&str>) -> Result<Declared> {
+    crate::schedule::Schedule::parse(expr, tz)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", flag.split('/').next().unwrap_or(flag)))?;
+    Ok(Declared::Schedule {
+        expr: expr.trim().to_string(),
+        tz: tz.map(str::to_string),
+    })
+}
+
+/// A duration in whole milliseconds, as the store keeps it.
+pub fn millis_of(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// Everything `run` needs, validated.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
@@ -404,6 +433,10 @@ pub struct RunSettings {
     pub hooks: Hooks,
     /// `--syslog`: each pass's outcome line to syslog too.
     pub syslog: bool,
+    /// The cadence declared for the job (`--every`, `--schedule`).
+    pub declared: Option<Declared>,
+    /// `--max-idle`: hung once it has not touched for this long.
+    pub max_idle: Option<Duration>,
 }
 
 /// `--output quiet-unless-failed` and its bounds, in bytes.
@@ -530,7 +563,33 @@ impl RunSettings {
                 a.lease.trim()
             );
         }
+        let declared = match (&a.every, &a.schedule) {
+            (Some(every), _) => Some(Declared::Every {
+                interval_ms: millis_of(every_interval("--every/JOBRUN_EVERY", every)?),
+            }),
+            (None, Some(expr)) => Some(schedule(
+                "--schedule/JOBRUN_SCHEDULE",
+                expr,
+                a.tz.as_deref(),
+            )?),
+            (None, None) => None,
+        };
+        let max_idle = a
+            .max_idle
+            .as_deref()
+            .map(|v| duration("--max-idle/JOBRUN_MAX_IDLE", v))
+            .transpose()?;
+        if max_idle.is_some_and(|m| m < lease) {
+            bail!(
+                "--max-idle {} is shorter than --lease {}: a touch is seen at the next renewal, \
+                 so the idle limit must be at least one lease window",
+                a.max_idle.as_deref().unwrap_or_default().trim(),
+                a.lease.trim()
+            );
+        }
         Ok(RunSettings {
+            max_idle,
+            declared,
             job,
             argv: a.command.clone(),
             argv_text: a.command.iter().map(|a| arg_text(a)).collect(),

@@ -1,15 +1,19 @@
 //! One module per subcommand, each with one entry point returning the exit
 //! code.
 
+pub mod check;
 pub mod clear_locks;
 pub mod forget;
 pub mod generate;
 pub mod history;
+pub mod metrics;
 pub mod pause;
 pub mod run;
 pub mod status;
 pub mod stop_due;
 pub mod timeline;
+pub mod touch;
+pub mod watch;
 
 use crate::evidence::{Evidence, Verdict};
 use crate::files::Holders;

@@ -424,10 +424,15 @@ mod tests {
         let pid = child.id() as i32;
         // Ready once it has exec'd sleep with its environment.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|c| c.trim_end() != "sleep")
-            && std::time::Instant::now() < deadline
-        {
+        let ready = || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == "sleep")
+                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| {
+                    e.split(|b| *b == 0)
+                        .any(|v| v == b"JOBRUN_PASS=000000000000")
+                })
+        };
+        while !ready() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let p = Proc {

@@ -235,6 +235,9 @@ pub struct LeaseRow {
     pub renewed_ago_ms: i64,
     /// Milliseconds until the lease lapses; zero or negative once lapsed.
     pub expires_in_ms: i64,
+    /// `run --max-idle`, and how long since the pass's last `jobrun touch`
+    /// (or since it took the slot): (idle ms, max idle ms), store clock.
+    pub idle: Option<(i64, i64)>,
 }
 
 impl LeaseRow {
@@ -266,6 +269,7 @@ impl LeaseRow {
             held_ms: ages.held_ms,
             renewed_ago_ms: ages.renewed_ago_ms,
             expires_in_ms: ages.expires_in_ms,
+            idle: None,
             stamps,
             holder,
         }
@@ -293,9 +297,12 @@ impl LeaseRow {
         self.ages().lapsed()
     }
 
-    /// Past its own max hold: see `Ages::forfeited`.
+    /// Past its own max hold (see `Ages::forfeited`), or past its own
+    /// `--max-idle` since its last progress: either way the holder stopped
+    /// renewing by the operator's setting, so, once its lease has lapsed
+    /// too, it forfeited the slot alive or not.
     pub fn forfeited(&self) -> bool {
-        self.ages().forfeited()
+        self.ages().forfeited() || self.idle.is_some_and(|(idle, max)| idle >= max)
     }
 }
 
@@ -765,6 +772,16 @@ mod tests {
         assert!(row(10, -5, 100).lapsed());
         assert!(!row(99, 1, 100).forfeited());
         assert!(row(100, 1, 100).forfeited());
+        // Past its own --max-idle since its last touch: forfeited too.
+        let mut idle = row(10, -5, 100);
+        idle.idle = Some((59, 60));
+        assert!(!idle.forfeited());
+        idle.idle = Some((60, 60));
+        assert!(idle.forfeited());
+        assert!(matches!(
+            decide(&idle, Liveness::Alive, false),
+            Decision::Free(_, FreeReason::Forfeited)
+        ));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod pause;
 pub mod slots;
 #[rustfmt::skip]
 pub mod unicode;
+pub mod watch;
 pub mod window;
 
 use serde::{Deserialize, Serialize};

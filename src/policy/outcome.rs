@@ -284,6 +284,18 @@ impl PassRecord {
         self.outcome.ran_command() || (self.outcome == Outcome::Abandoned && self.token.is_some())
     }
 
+    /// The pass ended badly (`Outcome::ended_badly`); an abandoned pass
+    /// only if it held a slot (a ghost waiter never ran its command).
+    pub fn ended_badly(&self) -> bool {
+        self.outcome.ended_badly() && (self.outcome != Outcome::Abandoned || self.token.is_some())
+    }
+
+    /// The pass tried to run its command: it took a slot (a `failing`
+    /// verdict counts these, and only these).
+    pub fn took_slot(&self) -> bool {
+        self.outcome.took_slot() || (self.outcome == Outcome::Abandoned && self.token.is_some())
+    }
+
     /// The record of a holder someone else freed: from the lease row as
     /// read in the freeing transaction, ending at its last renewal.
     pub fn abandoned_holder(
@@ -354,25 +366,6 @@ impl PassRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_pass_that_ran_and_went_wrong_ended_badly() {
-        let bad: Vec<Outcome> = Outcome::ALL
-            .into_iter()
-            .filter(|o| o.ended_badly())
-            .collect();
-        assert_eq!(
-            bad,
-            [
-                Outcome::Failed,
-                Outcome::LostLease,
-                Outcome::SpawnFailed,
-                Outcome::Killed,
-                Outcome::Timeout,
-                Outcome::Abandoned
-            ]
-        );
-    }
 
     #[test]
     fn captured_output_is_printed_unless_the_pass_ended_ok() {
@@ -452,6 +445,43 @@ mod tests {
             ..Ending::default()
         };
         assert_eq!(Outcome::of(&failed), Outcome::SpawnFailed);
+    }
+
+    #[test]
+    fn which_passes_ended_badly() {
+        use Outcome::*;
+        let bad: Vec<Outcome> = Outcome::ALL
+            .into_iter()
+            .filter(|o| o.ended_badly())
+            .collect();
+        assert_eq!(
+            bad,
+            [Failed, LostLease, SpawnFailed, Killed, Timeout, Abandoned]
+        );
+        let pass = |outcome, token| PassRecord {
+            job: "j".into(),
+            pass_id: "p".into(),
+            token,
+            slot: None,
+            host: "h".into(),
+            pid: 1,
+            started_at_ms: 0,
+            ended_at_ms: 0,
+            duration_ms: 0,
+            waited_ms: None,
+            exit_code: None,
+            signal: None,
+            outcome,
+            freed: None,
+            window: None,
+        };
+        // A holder freed as abandoned ended badly; a ghost waiter never ran.
+        assert!(pass(Abandoned, Some(3)).ended_badly());
+        assert!(pass(Abandoned, Some(3)).took_slot());
+        assert!(!pass(Abandoned, None).ended_badly());
+        assert!(!pass(Abandoned, None).took_slot());
+        assert!(pass(SpawnFailed, None).took_slot());
+        assert!(!pass(Stopped, Some(1)).ended_badly());
     }
 
     #[test]

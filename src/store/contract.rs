@@ -148,6 +148,8 @@ fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
         max_hold: Duration::from_secs(60),
         containers: None,
         window: None,
+        declared: None,
+        max_idle: None,
     }
 }
 
@@ -704,6 +706,75 @@ fn history_is_pruned_per_job(s: &mut Subject) {
     assert_eq!(h.last_outcome, None);
 }
 
+/// The counters count every pass once, in the transaction that records it,
+/// and pruning history never lowers them; a pass freed as abandoned that
+/// reaches its own end is counted by how it ended too; forgetting a job
+/// forgets its counters.
+fn counters_outlive_pruning(s: &mut Subject) {
+    for _ in 0..5 {
+        s.store
+            .record_pass(&record("c", Outcome::Ok), 2, &s.pin)
+            .unwrap();
+    }
+    s.store
+        .record_pass(&record("c", Outcome::Failed), 2, &s.pin)
+        .unwrap();
+    let counted = |s: &mut Subject, job: &str| -> Vec<(String, i64)> {
+        s.store
+            .counters(&[job.into()])
+            .unwrap()
+            .into_iter()
+            .map(|k| (k.outcome, k.passes))
+            .collect()
+    };
+    assert_eq!(
+        counted(s, "c"),
+        [("failed".into(), 1), ("ok".into(), 5)],
+        "six passes, two kept"
+    );
+    // A row written by a jobrun that does not count is folded in by the
+    // next writer, and read meanwhile.
+    (s.forge)(
+        "INSERT INTO history (job, pass_id, host, pid, started_ms, ended_ms, duration_ms, \
+         outcome) VALUES ('c', 'old', 'h', 1, 0, 0, 0, 'skipped')",
+    );
+    assert_eq!(counted(s, "c")[2], ("skipped".into(), 1));
+    s.store
+        .record_pass(&record("c", Outcome::Ok), 1, &s.pin)
+        .unwrap();
+    assert_eq!(
+        counted(s, "c"),
+        [
+            ("failed".into(), 1),
+            ("ok".into(), 6),
+            ("skipped".into(), 1)
+        ]
+    );
+    // Abandoned, then its own end: counted both ways, never lowered.
+    let k = take(s, "c", "a");
+    s.clock.advance(Duration::from_secs(1));
+    assert!(evict(s, &k, EvictIf::TokenMatches));
+    let mut ended = record("c", Outcome::Ok);
+    ended.pass_id = "a".into();
+    ended.token = Some(k.token);
+    s.store.release(&k, Some((&ended, 1)), &s.pin).unwrap();
+    assert_eq!(
+        counted(s, "c"),
+        [
+            ("abandoned".into(), 1),
+            ("failed".into(), 1),
+            ("ok".into(), 7),
+            ("skipped".into(), 1)
+        ]
+    );
+    assert_eq!(counted(s, "other"), []);
+    assert!(matches!(s.store.forget("c").unwrap(), Forget::Forgotten));
+    s.store
+        .record_pass(&record("c", Outcome::Ok), 1, &s.pin)
+        .unwrap();
+    assert_eq!(counted(s, "c"), [("ok".into(), 1)]);
+}
+
 /// Whoever frees a pass records it, once: a holder that later reaches its
 /// own release updates that row to how it really ended.
 fn every_pass_ends_in_one_history_row(s: &mut Subject) {
@@ -752,6 +823,11 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
 #[test]
 fn once_per_window() {
     both(windows_are_claimed_with_the_slot);
+}
+
+#[test]
+fn pass_counters_never_go_down() {
+    both(counters_outlive_pruning);
 }
 
 #[test]

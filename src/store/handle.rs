@@ -178,6 +178,9 @@ pub struct StoreLease {
     pin: Arc<StorePin>,
     /// Close the connection after each renewal (see CONNECT_PER_RENEWAL).
     per_renewal: bool,
+    /// Read the pass's progress mark after each renewal (`--max-idle`).
+    watch_progress: bool,
+    progress: Option<i64>,
 }
 
 impl StoreLease {
@@ -206,7 +209,15 @@ impl StoreLease {
             lease,
             pin,
             per_renewal,
+            watch_progress: false,
+            progress: None,
         }
+    }
+
+    /// Read the pass's progress mark (`jobrun touch`) after each renewal.
+    pub fn watching_progress(mut self) -> StoreLease {
+        self.watch_progress = true;
+        self
     }
 
     /// The handle, back to its owner.
@@ -221,10 +232,16 @@ impl StoreLease {
         if let Err(why) = self.pin.check_file() {
             return Ok(Renewal::StoreLost(why));
         }
-        let renewed = self
-            .store
-            .get()?
-            .renew_held(&self.held, self.lease, &self.pin);
+        let store = self.store.get()?;
+        let renewed = store.renew_held(&self.held, self.lease, &self.pin);
+        if let (true, Ok(Renewal::Renewed), Held::Lease(key)) =
+            (self.watch_progress, &renewed, &self.held)
+        {
+            // A mark that cannot be read now is read next tick.
+            if let Ok(mark) = store.progress(key) {
+                self.progress = mark;
+            }
+        }
         if self.per_renewal {
             self.store.close();
         }
@@ -233,6 +250,10 @@ impl StoreLease {
 }
 
 impl Renewable for StoreLease {
+    fn progress(&self) -> Option<i64> {
+        self.progress
+    }
+
     fn renew(&mut self) -> anyhow::Result<Renewal> {
         self.try_renew().map_err(|e: StoreError| {
             // A fresh connection next tick: a dropped one never recovers.

@@ -14,6 +14,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
+use crate::policy::watch::Declared;
 use crate::policy::window::{WindowAsk, WindowRow};
 use crate::renewer::Renewal;
 
@@ -236,6 +237,12 @@ pub struct AcquireRequest {
     pub containers: Option<Engine>,
     /// The window a windowed pass claims with its slot.
     pub window: Option<WindowAsk>,
+    /// The cadence the pass declared for its job (`--every`, `--schedule`):
+    /// stored with the job, the latest declaration wins.
+    pub declared: Option<Declared>,
+    /// `run --max-idle`: the pass is hung once it has not touched for this
+    /// long.
+    pub max_idle: Option<Duration>,
 }
 
 impl AcquireRequest {
@@ -312,6 +319,20 @@ pub struct JobRow {
     /// The last pass of any kind (a skip shows the scheduler fired).
     pub attempt_outcome: Option<String>,
     pub attempt_ended_ms_ago: Option<i64>,
+    /// The cadence the job's latest declaring pass declared.
+    #[serde(skip)]
+    pub declared: Option<Declared>,
+}
+
+/// A job's passes that ended one way, counted since the store first saw
+/// the job: pruning history never lowers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counter {
+    pub job: String,
+    /// As history names it (`Outcome::as_str`, or whatever a writer of
+    /// the store wrote).
+    pub outcome: String,
+    pub passes: i64,
 }
 
 /// Which passes `history` returns.
@@ -333,6 +354,17 @@ pub struct KeptOutput {
     /// The tail of what the command wrote, as it wrote it: text from the
     /// store, escaped when shown.
     pub output: Vec<u8>,
+}
+
+/// What `touch` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touch {
+    /// The pass holds its slot with that token: progress recorded.
+    Touched,
+    /// The pass's row carries another token: refused.
+    StaleToken(i64),
+    /// The pass holds no slot of the job (it ended, or lost its lease).
+    NotHeld,
 }
 
 /// What `forget` did with a job.
@@ -389,6 +421,18 @@ pub trait Store: Send {
     fn record_pass(&mut self, pass: &PassRecord, keep: u32, pin: &StorePin) -> Result<()>;
     /// The latest passes that match `q`, newest start first.
     fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>>;
+    /// The passes of the named jobs (all when empty) by outcome, by job and
+    /// outcome: the counters, and the history rows not counted yet.
+    fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>>;
+    /// The store's clock now, and the latest `per_job` passes of each named
+    /// job (newest recorded first), each job's read by its own index.
+    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)>;
+    /// Record progress (`jobrun touch`) of the pass `pass_id` holding a
+    /// slot of `job` with `token`, on the store's clock.
+    fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch>;
+    /// The progress mark (`jobrun touch`, store clock) of the lease `key`,
+    /// `None` before its first touch or once the row is gone.
+    fn progress(&mut self, key: &LeaseKey) -> Result<Option<i64>>;
     /// Remove a job that is free (no holder, no waiter, no pause of its
     /// own) and its history, in one transaction; otherwise say why not.
     fn forget(&mut self, job: &str) -> Result<Forget>;

@@ -19,7 +19,8 @@ pub const HOLDER_COLS: &str = "host, boot_id, pid_ns, wrapper_pid, wrapper_start
 /// Every column of a lease row.
 pub const LEASE_COLS: &str = "job, slot, token, pass_id, host, boot_id, pid_ns, wrapper_pid, \
      wrapper_start, child_pid, child_start, time_ns, wrapper_sid, argv, cwd, slots, lease_ms, max_hold_ms, \
-     acquired_ms, renewed_ms, expires_ms, acquired_boot_ms, renewed_boot_ms, containers";
+     acquired_ms, renewed_ms, expires_ms, acquired_boot_ms, renewed_boot_ms, containers, \
+     max_idle_ms, touched_ms";
 
 /// Every column of a queue row that jobrun reads.
 pub const WAITER_COLS: &str = "id, job, pass_id, host, boot_id, pid_ns, wrapper_pid, \
@@ -114,6 +115,10 @@ pub fn lease_row(r: &Row, clock: &Clock) -> LeaseRow {
         clock,
     );
     row.containers = r.opt_text("containers");
+    row.idle = r.opt_int("max_idle_ms").map(|max_idle| {
+        let since = r.opt_int("touched_ms").unwrap_or(row.acquired_at_ms);
+        (clock.now_ms - since, max_idle)
+    });
     row
 }
 

@@ -327,6 +327,16 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    ALTER TABLE waiters ADD COLUMN IF NOT EXISTS containers TEXT; \
                    ALTER TABLE history ADD COLUMN IF NOT EXISTS freed_evidence TEXT;",
     },
+    // monitoring: per-job passes by outcome that pruning history never lowers (counted up
+    // to `jobs.counted_id`, the history rows after it are folded in by the next writer),
+    // backfilled from the history kept; the cadence a job declares on `run`; a pass's
+    // idle limit and its last progress (`jobrun touch`)
+    Step {
+        version: 9,
+        min_reader: 4,
+        sqlite: V9,
+        postgres: V9,
+    },
     // `timed-out` (a --wait that ran out) is called `wait-expired`, apart from the new
     // `timeout` (a command stopped past --timeout); once per window: a window row per
     // (job, window key) and each pass's window in history. Earlier readers take the new
@@ -337,6 +347,10 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
         version: 10,
         min_reader: 4,
         sqlite: "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
+INSERT INTO job_counters (job, outcome, passes)
+    SELECT job, 'wait-expired', passes FROM job_counters WHERE outcome = 'timed-out'
+    ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes;
+DELETE FROM job_counters WHERE outcome = 'timed-out';
 ALTER TABLE history ADD COLUMN window_key TEXT;
 CREATE TABLE IF NOT EXISTS windows (
     job TEXT NOT NULL,
@@ -352,6 +366,10 @@ CREATE TABLE IF NOT EXISTS windows (
 );
 CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);",
         postgres: "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
+INSERT INTO job_counters (job, outcome, passes)
+    SELECT job, 'wait-expired', passes FROM job_counters WHERE outcome = 'timed-out'
+    ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes;
+DELETE FROM job_counters WHERE outcome = 'timed-out';
 ALTER TABLE history ADD COLUMN IF NOT EXISTS window_key TEXT;
 CREATE TABLE IF NOT EXISTS windows (
     job TEXT NOT NULL,
@@ -383,6 +401,25 @@ CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);",
     },
 ];
 
+const V9: &str = r#"
+CREATE TABLE IF NOT EXISTS job_counters (
+    job TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    passes {int} NOT NULL,
+    PRIMARY KEY (job, outcome)
+);
+ALTER TABLE jobs ADD COLUMN counted_id {int};
+ALTER TABLE jobs ADD COLUMN every_ms {int};
+ALTER TABLE jobs ADD COLUMN schedule TEXT;
+ALTER TABLE jobs ADD COLUMN schedule_tz TEXT;
+ALTER TABLE leases ADD COLUMN max_idle_ms {int};
+ALTER TABLE leases ADD COLUMN touched_ms {int};
+INSERT INTO job_counters (job, outcome, passes)
+    SELECT job, outcome, count(*) FROM history WHERE job IN (SELECT name FROM jobs)
+    GROUP BY job, outcome;
+UPDATE jobs SET counted_id = (SELECT max(id) FROM history WHERE history.job = jobs.name);
+"#;
+
 /// Where a store's version is kept, for a step that is being applied: the
 /// old marker up to `LEGACY_MARKER`, the meta table from then on.
 pub fn marker_of(version: i64) -> Marker {
@@ -411,11 +448,9 @@ mod tests {
 
     #[test]
     fn steps_run_in_order_and_every_step_since_the_meta_table_is_additive() {
-        // Steps are numbered as they are assigned to branches, so until
-        // every branch is merged a number may be missing: they only grow.
         let mut last = 0;
         for s in STEPS {
-            assert!(s.version > last, "step {} after {last}", s.version);
+            assert_eq!(s.version, last + 1, "step {} after {last}", s.version);
             last = s.version;
             assert!(s.min_reader <= s.version);
             if s.version > LEGACY_MARKER {

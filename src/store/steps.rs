@@ -75,6 +75,26 @@ pub fn ensure_job(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<i64> {
     Ok(c.lock_job(job)?.unwrap_or(start))
 }
 
+/// Store the cadence the pass declared with its job, replacing whatever
+/// was declared before (the latest declaration wins); nothing when it
+/// declared none.
+pub fn declare(c: &mut dyn Conn, req: &AcquireRequest) -> Result<()> {
+    let Some(d) = &req.declared else {
+        return Ok(());
+    };
+    let (every, schedule, tz) = d.columns();
+    c.exec(
+        "UPDATE jobs SET every_ms = $2, schedule = $3, schedule_tz = $4 WHERE name = $1",
+        &[
+            req.job.as_str().into(),
+            every.into(),
+            schedule.into(),
+            tz.into(),
+        ],
+    )?;
+    Ok(())
+}
+
 /// Every pause that could hold `job` back: its own and those on all jobs.
 pub fn pauses_on(c: &mut dyn Conn, job: &str) -> Result<Vec<Pause>> {
     let rows = c.query(
@@ -296,7 +316,18 @@ pub fn evict_all(
 /// to the last `keep` passes when given. A pass already recorded as
 /// abandoned (by whoever freed it) is updated to how it really ended, never
 /// recorded twice: one history row per pass.
+///
+/// The job's counters count the pass in the same transaction, under the
+/// job's lock (`fold_counters`); a pass that was counted as abandoned and
+/// reaches its own end is counted again by how it ended (a counter never
+/// goes down).
 pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i64) -> Result<()> {
+    // Under the job's lock, rows are numbered and counted in turn: a row
+    // another writer numbered earlier is never left behind the mark.
+    let known = c.lock_job(&p.job)?.is_some();
+    if known {
+        fold_counters(c, &p.job)?;
+    }
     let started = if p.outcome == Outcome::Abandoned {
         p.started_at_ms
     } else {
@@ -344,6 +375,11 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i
             ),
             &values,
         )?;
+        if known {
+            fold_counters(c, &p.job)?;
+        }
+    } else if known {
+        count_passes(c, &p.job, p.outcome.as_str(), 1)?;
     }
     if let Some(keep) = keep {
         c.exec(
@@ -409,6 +445,8 @@ pub fn take_slot(
         clock.boot_ms().into(),
         clock.boot_ms().into(),
         req.containers.map(Engine::as_str).into(),
+        req.max_idle.map(millis).into(),
+        Value::Null,
     ]);
     c.exec(
         &format!(
@@ -431,4 +469,43 @@ pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<Wait
         &[job.into()],
     )?;
     Ok(rows.iter().map(|r| waiter_row(r, clock)).collect())
+}
+
+/// Count the job's history rows recorded after its mark (`jobs.counted_id`)
+/// into its counters, and move the mark past them: the one place history
+/// becomes counters. Called under the job's lock by every writer of a
+/// history row, before its row is pruned; rows an earlier jobrun recorded
+/// without counting them are folded in by the next writer.
+pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
+    let rows = c.query("SELECT counted_id FROM jobs WHERE name = $1", &[job.into()])?;
+    let Some(mark) = rows.first().map(|r| r.opt_int("counted_id").unwrap_or(0)) else {
+        return Ok(());
+    };
+    let found = c.query(
+        "SELECT outcome, count(*) AS n, max(id) AS top FROM history \
+         WHERE job = $1 AND id > $2 GROUP BY outcome",
+        &[job.into(), mark.into()],
+    )?;
+    let mut top = mark;
+    for r in &found {
+        count_passes(c, job, &r.text("outcome"), r.int("n"))?;
+        top = top.max(r.int("top"));
+    }
+    if top > mark {
+        c.exec(
+            "UPDATE jobs SET counted_id = $2 WHERE name = $1",
+            &[job.into(), top.into()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Add `n` passes ended `outcome` to the job's counter.
+fn count_passes(c: &mut dyn Conn, job: &str, outcome: &str, n: i64) -> Result<()> {
+    c.exec(
+        "INSERT INTO job_counters (job, outcome, passes) VALUES ($1, $2, $3) \
+         ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes",
+        &[job.into(), outcome.into(), n.into()],
+    )?;
+    Ok(())
 }

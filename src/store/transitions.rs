@@ -16,13 +16,13 @@ use super::rows::{
 };
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
 use super::steps::{
-    claim_window, end_window, ensure_job, evict_all, evict_in, find_window, insert_pass,
+    claim_window, declare, end_window, ensure_job, evict_all, evict_in, find_window, insert_pass,
     job_filter, meta, occupancy, pause_of, pauses_on, pinned_file, prune_output, still_pinned,
     take_slot, waiters_of, WindowFound, FORGOTTEN_TOKENS,
 };
 use super::{
-    Acquire, AcquireRequest, Attempt, Claimed, Enqueue, Forget, Held, HistoryQuery, JobRow, Result,
-    Store, StorePin, ALL_JOBS,
+    Acquire, AcquireRequest, Attempt, Claimed, Counter, Enqueue, Forget, Held, HistoryQuery,
+    JobRow, Result, Store, StorePin, Touch, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
@@ -30,6 +30,7 @@ use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, 
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
+use crate::policy::watch::Declared;
 use crate::policy::window::WindowRow;
 use crate::renewer::Renewal;
 
@@ -79,6 +80,7 @@ impl<B: Backend> Store for SqlStore<B> {
             claimed = None;
             let clock = c.clock()?;
             let counter = ensure_job(c, &req.job, &clock)?;
+            declare(c, req)?;
             evicted = evict_all(c, &req.job, evict, &clock, &req.by())?;
             if let Some(p) = pause_of(c, &req.job)? {
                 return Ok(Acquire::Paused(p));
@@ -114,6 +116,8 @@ impl<B: Backend> Store for SqlStore<B> {
         pinned_file(pin)?;
         self.backend.write(&mut |c| {
             still_pinned(c, pin)?;
+            // The job first, then its rows, as every transition takes them.
+            c.lock_job(&key.job)?;
             let n = c.exec(
                 "DELETE FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
                 &[key.job.as_str().into(), key.slot.into(), key.token.into()],
@@ -163,7 +167,8 @@ impl<B: Backend> Store for SqlStore<B> {
             let rows = c.query(
                 &format!(
                     "SELECT j.name AS name, h.outcome AS outcome, h.duration_ms AS duration_ms, \
-                     h.ended_ms AS ended_ms, a.outcome AS attempt, a.ended_ms AS attempt_ended \
+                     h.ended_ms AS ended_ms, a.outcome AS attempt, a.ended_ms AS attempt_ended, \
+                     j.every_ms AS every_ms, j.schedule AS schedule, j.schedule_tz AS tz \
                      FROM jobs j \
                      LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
                        WHERE job = j.name AND token IS NOT NULL) \
@@ -182,6 +187,11 @@ impl<B: Backend> Store for SqlStore<B> {
                     last_ended_ms_ago: r.opt_int("ended_ms").map(|e| now - e),
                     attempt_outcome: r.opt_text("attempt"),
                     attempt_ended_ms_ago: r.opt_int("attempt_ended").map(|e| now - e),
+                    declared: Declared::of(
+                        r.opt_int("every_ms"),
+                        r.opt_text("schedule"),
+                        r.opt_text("tz"),
+                    ),
                 })
                 .collect())
         })
@@ -232,6 +242,84 @@ impl<B: Backend> Store for SqlStore<B> {
         })
     }
 
+    fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>> {
+        self.backend.read(&mut |c| {
+            let (filter, params) = job_filter("j.name", jobs, 1);
+            let rows = c.query(
+                &format!(
+                    "SELECT k.job AS job, k.outcome AS outcome, k.passes AS n \
+                     FROM job_counters k JOIN jobs j ON j.name = k.job WHERE {filter} \
+                     UNION ALL \
+                     SELECT j.name AS job, h.outcome AS outcome, count(*) AS n \
+                     FROM jobs j JOIN history h \
+                     ON h.job = j.name AND h.id > COALESCE(j.counted_id, 0) \
+                     WHERE {filter} GROUP BY j.name, h.outcome"
+                ),
+                &params,
+            )?;
+            let mut sums = std::collections::BTreeMap::<(String, String), i64>::new();
+            for r in &rows {
+                *sums.entry((r.text("job"), r.text("outcome"))).or_default() += r.int("n");
+            }
+            Ok(sums
+                .into_iter()
+                .map(|((job, outcome), passes)| Counter {
+                    job,
+                    outcome,
+                    passes,
+                })
+                .collect())
+        })
+    }
+
+    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)> {
+        self.backend.read(&mut |c| {
+            let now = c.clock()?.now_ms;
+            let mut out = Vec::new();
+            for job in jobs {
+                let rows = c.query(
+                    &format!(
+                        "SELECT {PASS_COLS} FROM history WHERE job = $1 ORDER BY id DESC LIMIT $2"
+                    ),
+                    &[job.as_str().into(), per_job.into()],
+                )?;
+                out.extend(rows.iter().map(pass_record));
+            }
+            Ok((now, out))
+        })
+    }
+
+    fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch> {
+        self.backend.write(&mut |c| {
+            let now = c.clock()?.now_ms;
+            let n = c.exec(
+                "UPDATE leases SET touched_ms = $4 WHERE job = $1 AND pass_id = $2 AND token = $3",
+                &[job.into(), pass_id.into(), token.into(), now.into()],
+            )?;
+            if n > 0 {
+                return Ok(Touch::Touched);
+            }
+            let rows = c.query(
+                "SELECT token FROM leases WHERE job = $1 AND pass_id = $2",
+                &[job.into(), pass_id.into()],
+            )?;
+            Ok(match rows.first() {
+                Some(r) => Touch::StaleToken(r.int("token")),
+                None => Touch::NotHeld,
+            })
+        })
+    }
+
+    fn progress(&mut self, key: &LeaseKey) -> Result<Option<i64>> {
+        self.backend.read(&mut |c| {
+            let rows = c.query(
+                "SELECT touched_ms FROM leases WHERE job = $1 AND slot = $2 AND token = $3",
+                &[key.job.as_str().into(), key.slot.into(), key.token.into()],
+            )?;
+            Ok(rows.first().and_then(|r| r.opt_int("touched_ms")))
+        })
+    }
+
     fn forget(&mut self, job: &str) -> Result<Forget> {
         self.backend.write(&mut |c| {
             let Some(counter) = c.lock_job(job)? else {
@@ -269,6 +357,7 @@ impl<B: Backend> Store for SqlStore<B> {
             c.exec("DELETE FROM history WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM pass_output WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM windows WHERE job = $1", &[job.into()])?;
+            c.exec("DELETE FROM job_counters WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
             Ok(Forget::Forgotten)
         })
@@ -387,6 +476,7 @@ impl<B: Backend> Store for SqlStore<B> {
             let clock = c.clock()?;
             let now = clock.now_ms;
             ensure_job(c, &req.job, &clock)?;
+            declare(c, req)?;
             if let Some(exact) = coalesce {
                 let queued = waiters_of(c, &req.job, &clock)?;
                 let me = Invocation {
@@ -488,6 +578,11 @@ impl<B: Backend> Store for SqlStore<B> {
     fn remove_ghost(&mut self, id: i64, decision: WaiterDecision, by: &str) -> Result<bool> {
         self.backend.write(&mut |c| {
             let clock = c.clock()?;
+            // The job first, then its rows, as every transition takes them.
+            let job = c.query("SELECT job FROM waiters WHERE id = $1", &[id.into()])?;
+            if let Some(job) = job.first() {
+                c.lock_job(&job.text("job"))?;
+            }
             let rows = c.query(
                 &format!("SELECT {WAITER_COLS} FROM waiters WHERE id = $1"),
                 &[id.into()],

@@ -107,6 +107,13 @@ fn a_store_of_the_previous_release_is_adopted(env: &TestEnv) {
     let out = env.run(&["run", "a", "--", "true"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(env.history("a").len(), 2);
+    // The counters were backfilled from the history the migration found.
+    let out = env.run(&["metrics"]);
+    assert!(
+        text(&out.stdout).contains("jobrun_passes_total{job=\"a\",outcome=\"ok\"} 2\n"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = env.run(&["resume", "--as", "upgrade", "b"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(env.job("b").paused.is_none());

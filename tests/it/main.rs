@@ -22,6 +22,7 @@ mod input;
 mod install;
 mod jobs;
 mod lease;
+mod monitoring;
 mod operator;
 mod output;
 mod package;

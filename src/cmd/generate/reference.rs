@@ -89,6 +89,29 @@ fn exits_of(sub: &str) -> Vec<(Status, Option<&'static str>)> {
             ),
             failed,
         ],
+        "check" => vec![
+            (Status::Code(OK), Some("every job checked is OK")),
+            (
+                Status::Code(INCOMPLETE),
+                Some(
+                    "the worst verdict is a WARNING: late, stuck, a dead holder not yet freed, \
+                     a long queue or an old pause",
+                ),
+            ),
+            (
+                Status::Code(exit::CHECK_CRITICAL),
+                Some("the worst verdict is CRITICAL: failing, or late by more than one further interval"),
+            ),
+            (
+                Status::Code(exit::CHECK_UNKNOWN),
+                Some(
+                    "UNKNOWN: bad usage (check alone exits 3 for it, not 125, as the \
+                     monitoring-plugins guidelines require), a NAME the store never saw, or a \
+                     store that is missing or cannot be read; the reason follows JOBRUN UNKNOWN \
+                     on standard output",
+                ),
+            ),
+        ],
         _ => vec![(Status::Code(OK), None), failed],
     }
 }

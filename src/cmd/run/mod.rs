@@ -265,6 +265,8 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         max_hold: settings.max_hold,
         containers: settings.containers,
         window: settings.window.clone(),
+        declared: settings.declared.clone(),
+        max_idle: settings.max_idle,
     };
     let ctx = Ctx {
         store: StoreHandle::new(spec, Duration::MAX, Some(store)),
@@ -289,6 +291,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     };
     // The kernel lock is evidence until the lease is gone: drop it last.
     drop(lock);
+    crate::cmd::metrics::refresh_after_pass(&choice.spec);
     code
 }
 

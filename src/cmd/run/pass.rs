@@ -300,18 +300,26 @@ impl Ctx {
             Held::Lease(_) => self.settings.max_hold,
             Held::Waiter { .. } => Duration::MAX,
         };
-        let lease = StoreLease::new(store, held, self.settings.lease, Arc::clone(&self.pin));
+        let held_kind = matches!(held, Held::Lease(_));
+        let mut lease = StoreLease::new(store, held, self.settings.lease, Arc::clone(&self.pin));
+        if held_kind && self.settings.max_idle.is_some() {
+            lease = lease.watching_progress();
+        }
         let cfg = RenewerConfig {
             label: label.to_string(),
             interval: renew_interval(self.settings.lease),
             lease: self.settings.lease,
             max_hold,
             taken,
+            max_idle: match held_kind {
+                true => self.settings.max_idle,
+                false => None,
+            },
             log: Log::stderr(),
         };
         Renewer::spawn(lease, cfg, move |exit| {
             let _ = events.send(match exit {
-                RenewerExit::MaxHold => Event::MaxHold,
+                RenewerExit::MaxHold | RenewerExit::MaxIdle => Event::MaxHold,
                 _ => Event::LeaseLost,
             });
         })
