@@ -32,11 +32,51 @@ use crate::policy::lease::Clock;
 /// How long a write waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Checkpoint the WAL once it holds this many pages. Connections do not
-/// checkpoint on close (a pass is a short-lived process, and each close would
-/// cost two fsyncs), so the first connection after all have closed rebuilds
-/// the WAL index by reading the WAL: keeping it short keeps that cheap.
-const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
+/// Checkpoint the WAL once it holds this many pages (a pass writes about
+/// ten), never from a pass's take. Connections do not checkpoint on close
+/// either (a pass is a short-lived process, and each close would cost two
+/// fsyncs), so the first connection after all have closed rebuilds the
+/// WAL index by reading the whole WAL: keeping it short keeps that cheap.
+/// Two connections checkpoint: a renewer's, after its commits
+/// (`Store::allow_checkpoints`: passive, for stores many passes share),
+/// and a pass's release (`Store::tidy`: the WAL emptied, for the pass that
+/// runs alone, whose successor would otherwise read it all back).
+pub const CHECKPOINT_PAGES: u32 = 128;
+
+/// A WAL emptied by a renewer's checkpoint is cut back to this size when
+/// the next write starts it over, so its size tells a release whether it
+/// grew long.
+const WAL_KEPT_BYTES: u64 = 64 * 4120;
+
+/// How long a release's checkpoint waits for other connections; a busy
+/// store skips it (the next release tries again).
+const TIDY_PATIENCE: Duration = Duration::from_millis(50);
+
+/// How a write waits for another process's transaction: naps of about a
+/// millisecond (jittered ±50%, so waiters do not retry in step), a few
+/// milliseconds once it has waited long, until its patience runs out.
+/// SQLite's own handler sleeps up to 100 ms at a time, so under load a
+/// waiter sleeps through the moments the lock is free and others, newer,
+/// take it: renewals then failed in bulk past a knee instead of slowing.
+fn wait_politely(conn: &mut Connection, patience: Duration) -> rusqlite::Result<()> {
+    let mut since = std::time::Instant::now();
+    conn.busy_handler(Some(move |count: i32| {
+        if count == 0 {
+            since = std::time::Instant::now();
+        }
+        let waited = since.elapsed();
+        if waited >= patience {
+            return false;
+        }
+        let nap = match count {
+            0..32 => Duration::from_millis(1),
+            32..128 => Duration::from_millis(2),
+            _ => Duration::from_millis(5),
+        };
+        std::thread::sleep(crate::random::jittered(nap).min(patience - waited));
+        true
+    }))
+}
 
 /// `PRAGMA application_id` of a jobrun store: the bytes "jobr" read as a
 /// big-endian 32-bit integer (0x6a6f6272). Set when a store is created (or
@@ -68,6 +108,8 @@ pub fn network_fs_name(magic: i64) -> Option<&'static str> {
 pub struct SqliteBackend {
     conn: Connection,
     path: String,
+    /// Its write-ahead log, whose size tells whether it grew long.
+    wal: PathBuf,
     /// This boot's id: rows recorded under it are aged on the boot clock.
     boot_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
@@ -136,7 +178,8 @@ impl SqliteStore {
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
         check_files(path, mode)?;
-        let conn = Connection::open_with_flags(
+        crate::trace::mark("open.files");
+        let mut conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -151,19 +194,23 @@ impl SqliteStore {
             }
             e => e,
         })?;
-        conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
-        // See WAL_AUTOCHECKPOINT_PAGES.
+        wait_politely(&mut conn, busy).map_err(|e| map_err(&shown, e))?;
+        // See CHECKPOINT_PAGES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| map_err(&shown, e))?;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
         let mut backend = SqliteBackend {
             conn,
             path: shown,
+            wal: PathBuf::from(wal),
             boot_id: crate::process::Identity::boot_id(),
             offset: ClockOffset::default(),
         };
         // Switching a new store to WAL and migrating it can report busy at
         // once, without the busy handler, while another process does the
         // same: keep trying for as long as the busy timeout.
+        crate::trace::mark("open.connect");
         let deadline = std::time::Instant::now() + busy;
         loop {
             match backend.prepare() {
@@ -338,7 +385,8 @@ impl SqliteBackend {
         }
         self.conn
             .execute_batch(&format!(
-                "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES};"
+                "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0; \
+                 PRAGMA journal_size_limit={WAL_KEPT_BYTES};"
             ))
             .map_err(|e| map_err(&shown, e))?;
         if fit != Fit::Migrate && head.app_id == APPLICATION_ID {
@@ -421,6 +469,28 @@ impl SqliteBackend {
 impl Backend for SqliteBackend {
     fn identity(&mut self) -> Result<Option<String>> {
         Ok(None)
+    }
+
+    fn set_patience(&mut self, patience: Duration) {
+        // Installing a handler only registers a callback; it cannot fail
+        // on an open connection.
+        let _ = wait_politely(&mut self.conn, patience);
+    }
+
+    fn allow_checkpoints(&mut self) {
+        let pragma = format!("PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}");
+        let _ = self.conn.execute_batch(&pragma);
+    }
+
+    fn tidy(&mut self) {
+        // A WAL frame is a page and its 24-byte header; the page size is
+        // SQLite's default, which jobrun never changes.
+        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
+        if std::fs::metadata(&self.wal).map_or(true, |m| m.len() < long) {
+            return;
+        }
+        let _ = wait_politely(&mut self.conn, TIDY_PATIENCE);
+        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
     }
 
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {

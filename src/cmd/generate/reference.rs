@@ -128,7 +128,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 3] = [
+pub const SETTING_VARIABLES: [(&str, &str); 4] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -143,6 +143,12 @@ pub const SETTING_VARIABLES: [(&str, &str); 3] = [
         crate::clock::SKEW_ENV,
         "A duration (`1h`, `-1h`, at most 100 years) added to this host's wall clock, \
          never to its boot clock: a test seam for clocks that disagree.",
+    ),
+    (
+        crate::trace::TRACE_ENV,
+        "When set, `run` prints on standard error, at exit, one `jobrun-phase NAME \
+         NANOSECONDS` line (`CLOCK_MONOTONIC`) as each phase of the pass ends: the \
+         benchmark's phase table (`scripts/bench.sh phases`).",
     ),
 ];
 

@@ -164,8 +164,11 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         }
     }
     let mut store = open_to_write(choice)?;
+    crate::trace::mark("open.sqlite");
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
+    crate::trace::mark("open.pin");
     let evidence = evidence(&spec);
+    crate::trace::mark("open.evidence");
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
@@ -185,7 +188,9 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
             env.push((crate::engine::LABEL_ENV, label));
         }
     }
+    crate::trace::mark("open");
     let held = HeldChild::fork(&settings.argv, &env).map_err(|e| anyhow::anyhow!(e.message))?;
+    crate::trace::mark("fork");
     let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),
@@ -221,7 +226,10 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         warned: HashSet::new(),
     };
     let code = match (Prepared { ctx, held }).take() {
-        Ok(Taken::Holding(h)) => h.run(),
+        Ok(Taken::Holding(h)) => {
+            crate::trace::mark("take");
+            h.run()
+        }
         Ok(Taken::Queued(q)) => q.wait(),
         Ok(Taken::Done(code)) => Ok(code),
         Err(e) => Err(e),

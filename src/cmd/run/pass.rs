@@ -289,6 +289,11 @@ impl Ctx {
         {
             Ok(true) => {
                 wake::wake_next(&mut self.store, &key.job);
+                // A grown WAL is emptied here (the take never does it):
+                // once in many passes, after the command ran.
+                if let Ok(store) = self.store.get() {
+                    store.tidy();
+                }
             }
             Ok(false) => say!(
                 "{} slot {}: lock was no longer ours at release (token {})",
@@ -347,6 +352,7 @@ impl Holding {
                 return Err(e);
             }
         };
+        crate::trace::mark("gate");
         let ended = supervise::supervise(
             &mut child,
             &ctx.events,
@@ -382,6 +388,7 @@ impl Holding {
             lease_lost: ended.lease_lost || renewer_exit == RenewerExit::LeaseLost,
         });
         ctx.finish(&key, outcome, ended.code, ended.signal);
+        crate::trace::mark("release");
         Ok(ended.exit_code())
     }
 }
