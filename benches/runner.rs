@@ -12,6 +12,11 @@
 //!     bench-runner seed DB PASSES
 //!         gives every job of a jobrun store PASSES history rows, copies
 //!         of its latest one, spread back in time
+//!     bench-runner spawn N DIR CMD...
+//!         starts N copies of CMD at once ({} in it stands for 1..N), each
+//!         with its stderr in DIR/I.err; waits for all and writes each exit
+//!         code (128+N for signal N) to DIR/I.rc; prints the seconds it took
+//!         to start them all
 //!     bench-runner leases DB
 //!         prints how many leases the store holds now
 //!     bench-runner watch DB STOPFILE
@@ -215,6 +220,42 @@ fn watch(args: &[String]) -> rusqlite::Result<()> {
     Ok(())
 }
 
+fn spawn(args: &[String]) {
+    let n: usize = args
+        .first()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| usage());
+    let dir = std::path::PathBuf::from(args.get(1).unwrap_or_else(|| usage()));
+    let argv = &args[2..];
+    let t = Instant::now();
+    let mut children = vec![];
+    for i in 1..=n {
+        let argv: Vec<String> = argv
+            .iter()
+            .map(|a| a.replace("{}", &i.to_string()))
+            .collect();
+        let mut c = command(&argv);
+        let err = std::fs::File::create(dir.join(format!("{i}.err"))).expect("cannot write DIR");
+        c.stderr(err);
+        match c.spawn() {
+            Ok(child) => children.push((i, child)),
+            Err(e) => {
+                let _ = std::fs::write(dir.join(format!("{i}.err")), format!("spawn: {e}\n"));
+                let _ = std::fs::write(dir.join(format!("{i}.rc")), "127\n");
+            }
+        }
+    }
+    println!("{:.1}", t.elapsed().as_secs_f64());
+    for (i, mut child) in children {
+        use std::os::unix::process::ExitStatusExt;
+        let code = match child.wait() {
+            Ok(s) => s.code().unwrap_or(128 + s.signal().unwrap_or(0)),
+            Err(_) => 255,
+        };
+        let _ = std::fs::write(dir.join(format!("{i}.rc")), format!("{code}\n"));
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.get(1..).unwrap_or_default();
@@ -229,6 +270,10 @@ fn main() {
         }
         Some("seed") => seed(rest),
         Some("watch") => watch(rest),
+        Some("spawn") => {
+            spawn(rest);
+            Ok(())
+        }
         Some("leases") => {
             println!("{}", leases(rest.first().unwrap_or_else(|| usage())));
             Ok(())

@@ -180,7 +180,12 @@ mode_phases() {
     case $name in
       exec) what="spawn, exec and dynamic loading" ;;
       args) what="argument parsing and settings" ;;
-      open) what="opening and checking the store, holder lock, identity" ;;
+      open.files) what="opening: the store's files judged (no symlink, owner, mode, magic)" ;;
+      open.connect) what="opening: SQLite connects" ;;
+      open.sqlite) what="opening: schema version, WAL mode, pragmas (and reading back the WAL)" ;;
+      open.pin) what="opening: the store file pinned" ;;
+      open.evidence) what="opening: host, boot and PID namespace" ;;
+      open) what="opening: pass id, holder lock, environment" ;;
       fork) what="forking the held command" ;;
       take) what="the take transaction" ;;
       gate) what="releasing the command to exec; child and renewer threads" ;;
@@ -330,12 +335,10 @@ mode_contention() {
     JOBRUN_DB=$db "$bin" run "c.$n.0" -- true 2>/dev/null
     "$runner" watch "$db" "$dir/stop" >"$dir/peak" &
     t0=$SECONDS
-    for i in $(seq 1 "$n"); do
-      start_pass "$dir" "$i" env JOBRUN_DB="$db" "$bin" run --lease 3s "c.$n.$i" -- sleep "$hold"
-    done
-    started=$((SECONDS - t0))
-    # Every pass has ended once it wrote its exit code; then the watcher.
-    while [ "$(find "$dir" -name '*.rc' | wc -l)" -lt "$n" ]; do sleep 1; done
+    # The runner starts them (a shell's forks would be most of the load)
+    # and waits for them all.
+    "$runner" spawn "$n" "$dir" JOBRUN_DB="$db" "$bin" run --lease 3s "c.$n.{}" -- sleep "$hold" >"$dir/started"
+    started=$(cat "$dir/started")
     touch "$dir/stop"
     wait
     read -r startfail failed lost < <(tally "$dir")

@@ -52,12 +52,14 @@ const WAL_KEPT_BYTES: u64 = 64 * 4120;
 /// store skips it (the next release tries again).
 const TIDY_PATIENCE: Duration = Duration::from_millis(50);
 
-/// How a write waits for another process's transaction: naps of about a
-/// millisecond (jittered ±50%, so waiters do not retry in step), a few
-/// milliseconds once it has waited long, until its patience runs out.
-/// SQLite's own handler sleeps up to 100 ms at a time, so under load a
-/// waiter sleeps through the moments the lock is free and others, newer,
-/// take it: renewals then failed in bulk past a knee instead of slowing.
+/// How a write waits for another process's transaction: naps of a
+/// millisecond at first, doubling every eight tries up to 32 ms, each
+/// jittered ±50% so that waiters do not retry in step, until its patience
+/// runs out. SQLite's own handler sleeps up to 100 ms at a time, so a
+/// waiter slept through the moments the lock was free while newer writers
+/// took it; naps that stay short for ever would instead keep thousands of
+/// waiters awake, and starve the holder of the lock of the CPU it needs
+/// to commit.
 fn wait_politely(conn: &mut Connection, patience: Duration) -> rusqlite::Result<()> {
     let mut since = std::time::Instant::now();
     conn.busy_handler(Some(move |count: i32| {
@@ -68,11 +70,7 @@ fn wait_politely(conn: &mut Connection, patience: Duration) -> rusqlite::Result<
         if waited >= patience {
             return false;
         }
-        let nap = match count {
-            0..32 => Duration::from_millis(1),
-            32..128 => Duration::from_millis(2),
-            _ => Duration::from_millis(5),
-        };
+        let nap = Duration::from_millis(1u64 << (count / 8).clamp(0, 5));
         std::thread::sleep(crate::random::jittered(nap).min(patience - waited));
         true
     }))
