@@ -73,7 +73,7 @@ begin() { # TITLE
     echo "## $1"
     echo
     echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') at commit" \
-      "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)'):" \
+      "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ":!$OUT" 2>/dev/null || echo ' (with local changes)'):" \
       "$(nproc) CPU ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))," \
       "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r)," \
       "load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
@@ -175,8 +175,8 @@ mode_phases() {
   say
   say "| phase | what | median µs | p10–p90 |"
   say "|---|---|---|---|"
-  local name m p10 p90 n what
-  while read -r name m p10 p90 n; do
+  local name m p10 p90 count what
+  while read -r name m p10 p90 count; do
     case $name in
       exec) what="spawn, exec and dynamic loading" ;;
       args) what="argument parsing and settings" ;;
