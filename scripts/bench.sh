@@ -324,7 +324,7 @@ mode_contention() {
   local counts=("$@") hold=${HOLD:-20}
   [ ${#counts[@]} -gt 0 ] || counts=(3000)
   begin "Contention: concurrent renewing passes on one SQLite store"
-  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 100 ms)."
+  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms)."
   say
   say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | wall s |"
   say "|---|---|---|---|---|---|---|---|"
@@ -346,11 +346,11 @@ mode_contention() {
     peak=$(cat "$dir/peak")
     say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $((SECONDS - t0)) |"
     if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ]; then
-      say
-      say "First problem at $n: \`$(cat "$dir"/*.err | grep -m1 -h "jobrun:" | sed 's/`/'"'"'/g' || true)\`"
-      say
+      echo "- at $n, first problem: \`$(cat "$dir"/*.err | grep -m1 -h "jobrun:" | sed "s|$work/||; s/\`/'/g" || true)\`" >>"$work/problems"
     fi
   done
+  say
+  [ ! -f "$work/problems" ] || cat "$work/problems" >>"$section"
   say
   say "Command: \`scripts/bench.sh contention ${counts[*]}\` (HOLD=$hold)."
   finish contention
