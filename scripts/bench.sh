@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# jobrun's speed and memory figures, side by side with flock(1).
+# jobrun's speed and memory figures, each beside its anchor measured in the
+# same run, written into docs/benchmarks.md (each mode replaces its own
+# section there, with the machine, the date and the commit it ran on).
 #
-#   scripts/bench.sh            # SQLite figures, then PostgreSQL figures
-#   RUNS=1000 scripts/bench.sh  # more runs per command (default 300)
-#   PG=0 scripts/bench.sh       # skip PostgreSQL
+#   scripts/bench.sh                  # pass phases rss big contention
+#   scripts/bench.sh pass             # `jobrun run x -- true` beside the floor
+#                                     # (benches/floor.rs), `flock -n` and
+#                                     # `true`, interleaved; SQLite beside
+#                                     # PostgreSQL, plain and TLS (PG=0 skips)
+#   scripts/bench.sh phases           # where the time of one pass goes
+#   scripts/bench.sh rss              # peak RSS of a renewing pass beside the
+#                                     # floor's and flock's; PSS of 1,000
+#                                     # concurrent wrappers
+#   scripts/bench.sh big              # history and status on 1,000 jobs x
+#                                     # 1,000 passes
+#   scripts/bench.sh contention [N..] # N (3000) concurrent renewing passes at
+#                                     # a 3 s lease, distinct jobs, 20 s each
+#   scripts/bench.sh fleet            # PostgreSQL fleet figures (below)
 #
-# Prints: median wall time of `jobrun run x -- true` against
-# `flock -n LOCK true` and bare `true` (hyperfine), the wrapper's peak RSS
-# (VmHWM) while its child runs next to flock's, the median on PostgreSQL over
-# loopback, and how many concurrently renewing passes (3 s lease) one
-# PostgreSQL server sustains with no renewal failure and no lost lease.
+# Modes combine: `scripts/bench.sh pass rss`. Settings (environment):
+#   RUNS (300) timed runs per command, WARMUP (20) untimed rounds first,
+#   PHASE_RUNS (300), PSS_N (1000), BIG_JOBS (1000), BIG_PASSES (1000),
+#   HOLD (20) seconds each contention pass runs, PG (1), OUT
+#   (docs/benchmarks.md; OUT=- prints only).
 #
-# Fleet figures (FLEET=0 skips them; FLEET_N, FLEET_HOSTS, FLEET_SECS size them):
-#   - per-pass cost on PostgreSQL plain and with TLS (sslmode=verify-full),
-#     side by side with SQLite in the same run;
+# Commands are timed by benches/runner.rs (round-robin, so a noisy machine
+# slows every command alike); figures are medians with the 10th-90th
+# percentile spread, never one run's mean. It needs cargo, flock and
+# python3 (for two ratios); PostgreSQL figures use scripts/pg-test-server,
+# which installs the server as root.
+#
+# Fleet figures (fleet mode; FLEET_N, FLEET_HOSTS, FLEET_SECS size them):
+#   - how many concurrently renewing passes (3 s lease) one PostgreSQL
+#     server sustains (SUSTAIN, "100 200 400 600");
 #   - connections: FLEET_N (2000) concurrent renewing passes under
 #     FLEET_HOSTS (50) host identities, a 60 s lease, for FLEET_SECS (120)
 #     seconds, against a server with max_connections = 50: lost leases,
@@ -26,7 +45,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-300}
+WARMUP=${WARMUP:-20}
 PG=${PG:-1}
+OUT=${OUT:-docs/benchmarks.md}
 work=$(mktemp -d /tmp/jobrun-bench.XXXXXX)
 pgdir=""
 fleetdirs=()
@@ -37,54 +58,246 @@ cleanup() {
 }
 trap cleanup EXIT
 
-command -v hyperfine >/dev/null || { echo "bench: hyperfine is missing (Debian package hyperfine)" >&2; exit 1; }
-cargo build --release --quiet
-bin=$PWD/target/release/jobrun
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(pass phases rss big contention)
 
-median_ms() { # hyperfine JSON, command index
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % (d["results"][int(sys.argv[2])]["median"]*1000))' "$1" "$2"
+cargo build --release --quiet --bin jobrun --example floor --example bench-runner
+bin=$PWD/target/release/jobrun
+floor=$PWD/target/release/examples/floor
+runner=$PWD/target/release/examples/bench-runner
+
+# The section a mode writes: its body is collected in $work/section.
+section=$work/section
+begin() { # TITLE
+  {
+    echo "## $1"
+    echo
+    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') at commit" \
+      "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ":!$OUT" 2>/dev/null || echo ' (with local changes)'):" \
+      "$(nproc) CPU ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))," \
+      "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r)," \
+      "load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+    echo
+  } >"$section"
+}
+say() { echo "$@" >>"$section"; }
+
+# Put the section into $OUT between its markers (added at the end the first
+# time), and print it.
+finish() { # NAME
+  local name=$1
+  cat "$section"
+  echo
+  [ "$OUT" = - ] && return
+  [ -f "$OUT" ] || printf '# Benchmarks\n\nWritten by scripts/bench.sh.\n\n' >"$OUT"
+  if grep -qx "<!-- bench:$name -->" "$OUT"; then
+    awk -v n="$name" -v f="$section" '
+      $0 == "<!-- bench:" n " -->" { print; while ((getline l < f) > 0) print l; skip = 1; next }
+      $0 == "<!-- /bench:" n " -->" { skip = 0 }
+      !skip { print }' "$OUT" >"$work/out" && cat "$work/out" >"$OUT"
+  else
+    { echo "<!-- bench:$name -->"; cat "$section"; echo "<!-- /bench:$name -->"; echo; } >>"$OUT"
+  fi
 }
 
-# FLEET_ONLY=1: only the connection and hand-off figures.
-if [ "${FLEET_ONLY:-0}" != 1 ]; then
-echo "== wall time, SQLite store ($RUNS runs each)"
-export JOBRUN_DB=$work/bench.db
-hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/sqlite.json" \
-  "$bin run x -- true" "flock -n $work/lock true" "true" >/dev/null 2>&1
-j=$(median_ms "$work/sqlite.json" 0); f=$(median_ms "$work/sqlite.json" 1); t=$(median_ms "$work/sqlite.json" 2)
-printf '%-34s %10s\n' "command" "median ms"
-printf '%-34s %10s\n' "jobrun run x -- true" "$j" "flock -n LOCK true" "$f" "true" "$t"
-python3 -c 'import sys; print("jobrun / flock: %.2fx" % (float(sys.argv[1])/float(sys.argv[2])))' "$j" "$f"
+ratio() { python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$1" "$2"; }
 
-echo
-echo "== peak RSS while the child runs (VmHWM)"
-peak_kib() { # command... ; samples VmHWM of the wrapper just before its child ends
+# time_rows FILE: the runner's lines as table rows; sets med_LABEL.
+declare -A med
+time_rows() {
+  local label m p10 p90 lo hi n
+  while read -r label m p10 p90 lo hi n; do
+    med[$label]=$m
+    say "| $label | $m | $p10–$p90 | $lo–$hi | $n |"
+  done <"$1"
+}
+
+# A PostgreSQL server for the pass figures, with TLS: sets pg_plain, pg_tls.
+pg_plain="" pg_tls=""
+start_pg() {
+  local out port
+  out=$(scripts/pg-test-server start --tls) || return 1
+  eval "$out"
+  pgdir=$JOBRUN_TEST_PGDIR
+  port=$(cat "$pgdir/port")
+  psql -q "postgres://postgres@127.0.0.1:$port/postgres" -c "CREATE DATABASE bench" >/dev/null
+  pg_plain="postgres://postgres@127.0.0.1:$port/bench?sslmode=disable"
+  pg_tls="postgres://postgres@localhost:$port/bench?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert=$pgdir/tls/ca.crt"
+}
+
+mode_pass() {
+  begin "One pass: jobrun beside its floor"
+  local db=$work/pass.db fdb=$work/floor.db
+  JOBRUN_DB=$db "$bin" run x -- true 2>/dev/null
+  "$floor" "$fdb" x true
+  "$runner" time "$RUNS" "$WARMUP" \
+    jobrun JOBRUN_DB="$db" "$bin" run x -- true ::: \
+    floor "$floor" "$fdb" x true ::: \
+    flock flock -n "$work/lock" true ::: \
+    true true >"$work/pass.txt"
+  say "\`$RUNS\` timed runs of each, interleaved (jobrun, floor, flock, true, jobrun, ...) after $WARMUP untimed rounds; wall time of fork, exec and wait, in ms."
+  say "The floor is \`benches/floor.rs\`: open the store (WAL, synchronous=NORMAL), take a lease row in one write transaction, run the command, delete the row and append a history row in a second."
+  say
+  say "| command | median | p10–p90 | min–max | runs |"
+  say "|---|---|---|---|---|"
+  time_rows "$work/pass.txt"
+  say
+  say "jobrun / floor: **$(ratio "${med[jobrun]}" "${med[floor]}")×**; jobrun / flock: $(ratio "${med[jobrun]}" "${med[flock]}")×; floor / flock: $(ratio "${med[floor]}" "${med[flock]}")× (medians)."
+  say
+  say "Command: \`RUNS=$RUNS scripts/bench.sh pass\`."
+  if [ "$PG" != 0 ] && start_pg; then
+    say
+    say "SQLite beside PostgreSQL over loopback, plain and TLS (sslmode=verify-full), interleaved, $RUNS runs each:"
+    say
+    JOBRUN_DB=$pg_plain "$bin" run x -- true
+    "$runner" time "$RUNS" "$WARMUP" \
+      sqlite JOBRUN_DB="$db" "$bin" run x -- true ::: \
+      postgres JOBRUN_DB="$pg_plain" "$bin" run x -- true ::: \
+      postgres-tls JOBRUN_DB="$pg_tls" "$bin" run x -- true >"$work/pg.txt"
+    say "| store | median | p10–p90 | min–max | runs |"
+    say "|---|---|---|---|---|"
+    time_rows "$work/pg.txt"
+    say
+    say "PostgreSQL / SQLite: $(ratio "${med[postgres]}" "${med[sqlite]}")×; with TLS: $(ratio "${med[postgres-tls]}" "${med[sqlite]}")×."
+  else
+    say
+    say "PostgreSQL: not measured in this run (PG=0, or no server could be started)."
+  fi
+  finish pass
+}
+
+mode_phases() {
+  begin "Where one pass's time goes"
+  local db=$work/phases.db n=${PHASE_RUNS:-300}
+  JOBRUN_DB=$db "$bin" run x -- true 2>/dev/null
+  JOBRUN_DB=$db "$runner" phases "$n" "$bin" run x -- true >"$work/phases.txt"
+  say "\`jobrun run x -- true\`, $n runs with \`JOBRUN_TRACE_PHASES\` set: each phase ends at a mark jobrun takes (\`CLOCK_MONOTONIC\`); \`exec\` runs from the runner's spawn to \`main\`, \`exit\` from the last mark to the runner's wait returning. Microseconds."
+  say
+  say "| phase | what | median µs | p10–p90 |"
+  say "|---|---|---|---|"
+  local name m p10 p90 count what
+  while read -r name m p10 p90 count; do
+    case $name in
+      exec) what="spawn, exec and dynamic loading" ;;
+      args) what="argument parsing and settings" ;;
+      open.files) what="opening: the store's files judged (no symlink, owner, mode, magic)" ;;
+      open.connect) what="opening: SQLite connects" ;;
+      open.sqlite) what="opening: schema version, WAL mode, pragmas (and reading back the WAL)" ;;
+      open.pin) what="opening: the store file pinned" ;;
+      open.evidence) what="opening: host, boot and PID namespace" ;;
+      open) what="opening: pass id, holder lock, environment" ;;
+      fork) what="forking the held command" ;;
+      take) what="the take transaction" ;;
+      gate) what="releasing the command to exec; child and renewer threads" ;;
+      child) what="the command runs (exec of true)" ;;
+      group) what="what is left of its process group; reaping" ;;
+      release) what="the release transaction (with its history row)" ;;
+      exit) what="exit" ;;
+      total) what="**total**" ;;
+      *) what="" ;;
+    esac
+    say "| $name | $what | $m | $p10–$p90 |"
+  done <"$work/phases.txt"
+  say
+  say "Command: \`PHASE_RUNS=$n scripts/bench.sh phases\`."
+  finish phases
+}
+
+# peak_kib COMMAND...: VmHWM of the process just before its child (sleep
+# 2.5) ends.
+peak_kib() {
   "$@" &
-  local pid=$! hwm=""
-  for _ in $(seq 1 40); do
+  local pid=$! hwm="" i
+  for i in $(seq 1 45); do
     sleep 0.05
-    hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo "$hwm")
+    [ "$i" -ge 40 ] && [ -n "$hwm" ] && break
   done
   wait "$pid" || true
-  echo "${hwm:-?}"
+  echo "${hwm:-0}"
 }
-jr=$(peak_kib "$bin" run --lease 3s rss -- sleep 2.5)
-fl=$(peak_kib flock "$work/lock" sleep 2.5)
-printf '%-34s %10s\n' "process" "peak KiB"
-printf '%-34s %10s\n' "jobrun run (lease 3s, renewing)" "$jr" "flock LOCK" "$fl"
 
-if [ "$PG" = 0 ]; then exit 0; fi
+median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-echo
-echo "== PostgreSQL over loopback"
-eval "$(PG_MAX_CONNECTIONS=700 scripts/pg-test-server start)"
-pgdir=$JOBRUN_TEST_PGDIR
-psql -q "$JOBRUN_TEST_PG/postgres" -c "CREATE DATABASE bench" >/dev/null
-export JOBRUN_DB=$JOBRUN_TEST_PG/bench
-hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/pg.json" "$bin run x -- true" >/dev/null 2>&1
-p=$(median_ms "$work/pg.json" 0)
-printf '%-34s %10s\n' "store" "median ms"
-printf '%-34s %10s\n' "SQLite" "$j" "PostgreSQL (loopback)" "$p"
+mode_rss() {
+  begin "Memory"
+  local db=$work/rss.db fdb=$work/rss-floor.db i
+  JOBRUN_DB=$db "$bin" run x -- true 2>/dev/null
+  "$floor" "$fdb" x true
+  : >"$work/rss-jobrun"; : >"$work/rss-floor"; : >"$work/rss-flock"
+  for i in 1 2 3 4 5; do
+    peak_kib env JOBRUN_DB="$db" "$bin" run --lease 3s rss -- sleep 2.5 >>"$work/rss-jobrun"
+    peak_kib "$floor" "$fdb" rss sleep 2.5 >>"$work/rss-floor"
+    peak_kib flock "$work/lock" sleep 2.5 >>"$work/rss-flock"
+  done
+  say "Peak resident memory (VmHWM) of the wrapper while its child (\`sleep 2.5\`) runs, median of 5 interleaved runs, KiB; jobrun runs with a 3 s lease, so it renews twice meanwhile."
+  say
+  say "| wrapper | peak RSS KiB | runs (KiB) |"
+  say "|---|---|---|"
+  say "| jobrun run --lease 3s | $(median <"$work/rss-jobrun") | $(tr '\n' ' ' <"$work/rss-jobrun")|"
+  say "| floor | $(median <"$work/rss-floor") | $(tr '\n' ' ' <"$work/rss-floor")|"
+  say "| flock | $(median <"$work/rss-flock") | $(tr '\n' ' ' <"$work/rss-flock")|"
+  say
+  local n=${PSS_N:-1000} dir=$work/pss
+  mkdir -p "$dir"
+  export JOBRUN_DB=$work/pss.db
+  for i in $(seq 1 "$n"); do
+    "$bin" run --lease 3s "pss.$i" -- sleep 60 2>"$dir/$i.err" &
+  done
+  # Once every pass holds its slot (or 50 s passed): PSS and RSS summed
+  # over the wrappers.
+  local t0=$SECONDS held=0
+  while [ $((SECONDS - t0)) -lt 50 ]; do
+    held=$("$runner" leases "$JOBRUN_DB")
+    [ "$held" -ge "$n" ] && break
+    sleep 1
+  done
+  local pids pss rss
+  pids=$(pgrep -f "^$bin run --lease 3s pss\." || true)
+  pss=0 rss=0
+  for i in $pids; do
+    read -r p r < <(awk '/^Pss:/ {p = $2} /^Rss:/ {r = $2} END {print p + 0, r + 0}' "/proc/$i/smaps_rollup" 2>/dev/null || echo "0 0")
+    pss=$((pss + p)) rss=$((rss + r))
+  done
+  local count
+  count=$(echo "$pids" | wc -w)
+  for i in $pids; do kill -TERM "$i" 2>/dev/null || true; done
+  wait || true
+  unset JOBRUN_DB
+  say "$n concurrent renewing wrappers (3 s lease), $held holding their slot at the sample, $count sampled: PSS $((pss / 1024)) MiB in all, $((pss / (count > 0 ? count : 1))) KiB each; RSS summed $((rss / 1024)) MiB ($((rss / (count > 0 ? count : 1))) KiB each)."
+  say
+  say "Command: \`PSS_N=$n scripts/bench.sh rss\`."
+  finish rss
+}
+
+mode_big() {
+  begin "History and status on a big store"
+  local jobs=${BIG_JOBS:-1000} passes=${BIG_PASSES:-1000} db=$work/big.db
+  export JOBRUN_DB=$db
+  "$bin" run big.0 -- true 2>/dev/null
+  seq 1 $((jobs - 1)) | xargs -P 4 -I{} "$bin" run "big.{}" -- true
+  "$runner" seed "$db" "$passes" >/dev/null
+  "$runner" time 5 1 history JOBRUN_DB="$db" "$bin" history >"$work/big-history.txt"
+  "$runner" time 21 2 status JOBRUN_DB="$db" "$bin" status >"$work/big-status.txt"
+  local extra=()
+  for c in check metrics; do
+    if "$bin" "$c" --help >/dev/null 2>&1; then extra+=("$c"); fi
+  done
+  say "$jobs jobs, $passes history rows each (one real pass per job, the rest copies written by \`bench-runner seed\`), SQLite; ms."
+  say
+  say "| command | median | p10–p90 | min–max | runs |"
+  say "|---|---|---|---|---|"
+  time_rows "$work/big-history.txt"
+  time_rows "$work/big-status.txt"
+  for c in "${extra[@]}"; do
+    "$runner" time 5 1 "$c" JOBRUN_DB="$db" "$bin" "$c" >"$work/big-$c.txt" || true
+    time_rows "$work/big-$c.txt"
+  done
+  unset JOBRUN_DB
+  say
+  say "Command: \`BIG_JOBS=$jobs BIG_PASSES=$passes scripts/bench.sh big\`."
+  finish big
+}
 
 # start_pass DIR I COMMAND...: run one pass in the background, its stderr
 # in DIR/I.err and its exit code in DIR/I.rc. The code is written in both
@@ -107,61 +320,66 @@ tally() {
     "$(cat "$dir"/*.err | grep -c "lease lost" || true)"
 }
 
-echo
-echo "== concurrent renewing passes on one server (lease 3s, 20 s each, started 5 ms apart)"
-sustain() { # N: start N passes of distinct jobs, each renewing for 20 s
-  local n=$1 dir=$work/sustain-$1 i
-  mkdir -p "$dir"
-  for i in $(seq 1 "$n"); do
-    start_pass "$dir" "$i" "$bin" run --lease 3s "s$n.$i" -- sleep 20
-    sleep 0.005
+mode_contention() {
+  local counts=("$@") hold=${HOLD:-20}
+  [ ${#counts[@]} -gt 0 ] || counts=(3000)
+  begin "Contention: concurrent renewing passes on one SQLite store"
+  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms)."
+  say
+  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | wall s |"
+  say "|---|---|---|---|---|---|---|---|"
+  local n dir db t0 started startfail failed lost late peak
+  for n in "${counts[@]}"; do
+    dir=$work/contention-$n db=$work/contention-$n.db
+    mkdir -p "$dir"
+    JOBRUN_DB=$db "$bin" run "c.$n.0" -- true 2>/dev/null
+    "$runner" watch "$db" "$dir/stop" >"$dir/peak" &
+    t0=$SECONDS
+    # The runner starts them (a shell's forks would be most of the load)
+    # and waits for them all.
+    "$runner" spawn "$n" "$dir" JOBRUN_DB="$db" "$bin" run --lease 3s "c.$n.{}" -- sleep "$hold" >"$dir/started"
+    started=$(cat "$dir/started")
+    touch "$dir/stop"
+    wait
+    read -r startfail failed lost < <(tally "$dir")
+    late=$(cat "$dir"/*.err | grep -c "warning: renewed" || true)
+    peak=$(cat "$dir/peak")
+    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $((SECONDS - t0)) |"
+    if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ]; then
+      echo "- at $n, first problem: \`$(cat "$dir"/*.err | grep -m1 -h "jobrun:" | sed "s|$work/||; s/\`/'/g" || true)\`" >>"$work/problems"
+    fi
   done
-  wait
-  local failed lost ran startfail
-  read -r startfail failed lost < <(tally "$dir")
-  ran=$(psql -qtA "$JOBRUN_DB" -c "SELECT count(*) FROM history WHERE job LIKE 's$n.%' AND outcome = 'ok'")
-  printf '%-10s %8s %14s %16s %12s\n' "$n" "$ran" "$startfail" "$failed" "$lost"
-  if [ "$startfail" -gt 0 ]; then
-    echo "  first start failure: $(grep -h jobrun: "$dir"/*.err | head -1)"
-  fi
+  say
+  [ ! -f "$work/problems" ] || cat "$work/problems" >>"$section"
+  say
+  say "Command: \`scripts/bench.sh contention ${counts[*]}\` (HOLD=$hold)."
+  finish contention
 }
-printf '%-10s %8s %14s %16s %12s\n' "passes" "ran ok" "failed start" "renewal failures" "lost leases"
-for n in ${SUSTAIN:-100 200 400 600}; do sustain "$n"; done
 
-fi
+mode_fleet() {
+  if [ "$PG" = 0 ]; then
+    echo "bench: fleet needs PostgreSQL (PG=0 given)" >&2
+    return 1
+  fi
+  begin "PostgreSQL fleet"
+  say '```'
+  fleet_figures | tee -a "$section"
+  say '```'
+  say
+  say "Command: \`scripts/bench.sh fleet\`."
+  finish fleet
+}
 
-if [ "${FLEET:-1}" = 0 ]; then exit 0; fi
-
-# A server of its own for the fleet figures: `start_server [args]` sets
+# A server of its own for the fleet figures: `start_server` sets
 # server_dir to its directory.
 server_dir=""
 start_server() {
   local out
-  out=$(scripts/pg-test-server start "$@")
+  out=$(scripts/pg-test-server start)
   eval "$out"
   fleetdirs+=("$JOBRUN_TEST_PGDIR")
   server_dir=$JOBRUN_TEST_PGDIR
 }
-
-if [ "${FLEET_ONLY:-0}" != 1 ]; then
-echo
-echo "== per-pass cost: SQLite, PostgreSQL plain and with TLS, one run ($RUNS runs each)"
-start_server --tls
-tlsdir=$server_dir
-tlsport=$(cat "$tlsdir/port")
-psql -q "postgres://postgres@127.0.0.1:$tlsport/postgres" -c "CREATE DATABASE bench" >/dev/null
-plain="postgres://postgres@127.0.0.1:$tlsport/bench?sslmode=disable"
-tls="postgres://postgres@localhost:$tlsport/bench?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert=$tlsdir/tls/ca.crt"
-hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$work/cost.json" \
-  -n sqlite "env JOBRUN_DB=$work/cost.db $bin run x -- true" \
-  -n plain "env JOBRUN_DB=$plain $bin run x -- true" \
-  -n tls "env JOBRUN_DB=$tls $bin run x -- true" >/dev/null 2>&1
-cs=$(median_ms "$work/cost.json" 0); cp=$(median_ms "$work/cost.json" 1); ct=$(median_ms "$work/cost.json" 2)
-printf '%-34s %10s %8s\n' "store" "median ms" "x SQLite"
-for row in "SQLite:$cs" "PostgreSQL, loopback:$cp" "PostgreSQL, loopback, TLS:$ct"; do
-  python3 -c 'import sys; n,v=sys.argv[1].rsplit(":",1); print("%-34s %10s %7.2fx" % (n, v, float(v)/float(sys.argv[2])))' "$row" "$cs"
-done
-fi
 
 # fleet LABEL URL LEASE: FLEET_N passes of distinct jobs under FLEET_HOSTS
 # host identities, each running FLEET_SECS seconds; prints one row.
@@ -208,39 +426,85 @@ fleet() {
   fi
 }
 
-echo
-echo "== connections: ${FLEET_N:-2000} concurrent renewing passes, ${FLEET_HOSTS:-50} host identities, ${FLEET_SECS:-120} s each"
-PG_MAX_CONNECTIONS=50 start_server
-fleetdir=$server_dir
-fport=$(cat "$fleetdir/port")
-fadmin="postgres://postgres@127.0.0.1:$fport/bench"
-psql -q "postgres://postgres@127.0.0.1:$fport/postgres" -c "CREATE DATABASE bench" >/dev/null
-echo "server max_connections: $(psql -qtA "$fadmin" -c 'SHOW max_connections')"
-printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s %10s\n' "via" "passes" "lease" "ran ok" "failed" "lost" "renew-err" "RSS MiB" "PSS MiB" "peak conns"
-fleet direct "$fadmin" 60s "$fadmin"
-bouncer=$(PGBOUNCER_POOL=20 scripts/pg-test-server bouncer "$fleetdir" | sed -n 's/^export JOBRUN_TEST_PGBOUNCER=//p')
-fleet pgbouncer "$bouncer/bench" 3s "$fadmin"
+fleet_figures() {
+  echo "== concurrent renewing passes on one server (lease 3s, 20 s each, started 5 ms apart)"
+  PG_MAX_CONNECTIONS=700 start_server
+  local sport sadmin
+  sport=$(cat "$server_dir/port")
+  sadmin="postgres://postgres@127.0.0.1:$sport/bench"
+  psql -q "postgres://postgres@127.0.0.1:$sport/postgres" -c "CREATE DATABASE bench" >/dev/null
+  printf '%-10s %8s %14s %16s %12s\n' "passes" "ran ok" "failed start" "renewal failures" "lost leases"
+  local n dir i
+  for n in ${SUSTAIN:-100 200 400 600}; do
+    dir=$work/sustain-$n
+    mkdir -p "$dir"
+    for i in $(seq 1 "$n"); do
+      start_pass "$dir" "$i" env JOBRUN_DB="$sadmin" "$bin" run --lease 3s "s$n.$i" -- sleep 20
+      sleep 0.005
+    done
+    wait
+    local failed lost ran startfail
+    read -r startfail failed lost < <(tally "$dir")
+    ran=$(psql -qtA "$sadmin" -c "SELECT count(*) FROM history WHERE job LIKE 's$n.%' AND outcome = 'ok'")
+    printf '%-10s %8s %14s %16s %12s\n' "$n" "$ran" "$startfail" "$failed" "$lost"
+  done
 
-echo
-echo "== hand-off to a waiter under another host identity (${HANDOFFS:-20} rounds)"
-export JOBRUN_DB=$fadmin
-mkdir -p "$work/host-b"
-for _ in $(seq 1 "${HANDOFFS:-20}"); do
-  rm -f "$work/go" "$work/released" "$work/started"
-  "$bin" run --lease 3s handoff -- sh -c "while [ ! -e $work/go ]; do sleep 0.01; done; date +%s%N >$work/released" &
-  holder=$!
-  sleep 0.3
-  JOBRUN_HOST=host-b JOBRUN_BOOT_ID=boot-b TMPDIR=$work/host-b XDG_RUNTIME_DIR='' \
-    "$bin" run --lease 3s --wait 60s handoff -- sh -c "date +%s%N >$work/started" &
-  waiter=$!
-  # Waiting long enough to poll only every second or more.
-  sleep "$(python3 -c 'import random; print(round(random.uniform(3, 5), 2))')"
-  touch "$work/go"
-  wait "$holder" "$waiter"
-  echo $(( ($(cat "$work/started") - $(cat "$work/released")) / 1000 )) >>"$work/handoff.us"
-done
-python3 -c '
+  echo
+  echo "== connections: ${FLEET_N:-2000} concurrent renewing passes, ${FLEET_HOSTS:-50} host identities, ${FLEET_SECS:-120} s each"
+  PG_MAX_CONNECTIONS=50 start_server
+  local fleetdir=$server_dir fport fadmin bouncer
+  fport=$(cat "$fleetdir/port")
+  fadmin="postgres://postgres@127.0.0.1:$fport/bench"
+  psql -q "postgres://postgres@127.0.0.1:$fport/postgres" -c "CREATE DATABASE bench" >/dev/null
+  echo "server max_connections: $(psql -qtA "$fadmin" -c 'SHOW max_connections')"
+  printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s %10s\n' "via" "passes" "lease" "ran ok" "failed" "lost" "renew-err" "RSS MiB" "PSS MiB" "peak conns"
+  fleet direct "$fadmin" 60s "$fadmin"
+  bouncer=$(PGBOUNCER_POOL=20 scripts/pg-test-server bouncer "$fleetdir" | sed -n 's/^export JOBRUN_TEST_PGBOUNCER=//p')
+  fleet pgbouncer "$bouncer/bench" 3s "$fadmin"
+
+  echo
+  echo "== hand-off to a waiter under another host identity (${HANDOFFS:-20} rounds)"
+  mkdir -p "$work/host-b"
+  local holder waiter
+  for _ in $(seq 1 "${HANDOFFS:-20}"); do
+    rm -f "$work/go" "$work/released" "$work/started"
+    JOBRUN_DB=$fadmin "$bin" run --lease 3s handoff -- sh -c "while [ ! -e $work/go ]; do sleep 0.01; done; date +%s%N >$work/released" &
+    holder=$!
+    sleep 0.3
+    JOBRUN_DB=$fadmin JOBRUN_HOST=host-b JOBRUN_BOOT_ID=boot-b TMPDIR=$work/host-b XDG_RUNTIME_DIR='' \
+      "$bin" run --lease 3s --wait 60s handoff -- sh -c "date +%s%N >$work/started" &
+    waiter=$!
+    # Waiting long enough to poll only every second or more.
+    sleep "$(python3 -c 'import random; print(round(random.uniform(3, 5), 2))')"
+    touch "$work/go"
+    wait "$holder" "$waiter"
+    echo $(( ($(cat "$work/started") - $(cat "$work/released")) / 1000 )) >>"$work/handoff.us"
+  done
+  python3 -c '
 import statistics, sys
 v = [int(x) / 1000 for x in open(sys.argv[1])]
 print("release -> waiter child start: median %.1f ms, max %.1f ms over %d rounds" % (statistics.median(v), max(v), len(v)))
 ' "$work/handoff.us"
+}
+
+i=0
+while [ "$i" -lt ${#modes[@]} ]; do
+  m=${modes[$i]}
+  i=$((i + 1))
+  case $m in
+    pass) mode_pass ;;
+    phases) mode_phases ;;
+    rss) mode_rss ;;
+    big) mode_big ;;
+    contention)
+      counts=()
+      while [ "$i" -lt ${#modes[@]} ] && [[ ${modes[$i]} =~ ^[0-9]+$ ]]; do
+        counts+=("${modes[$i]}")
+        i=$((i + 1))
+      done
+      mode_contention "${counts[@]}"
+      ;;
+    fleet) mode_fleet ;;
+    *) echo "bench: unknown mode $m (pass, phases, rss, big, contention [N...], fleet)" >&2; exit 2 ;;
+  esac
+done

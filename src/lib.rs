@@ -30,6 +30,7 @@ pub(crate) mod signal;
 pub(crate) mod spawn;
 pub(crate) mod store;
 pub(crate) mod supervise;
+pub(crate) mod trace;
 
 use clap::Parser;
 
@@ -41,6 +42,13 @@ use crate::cli::{Cli, Command};
 
 /// Run jobrun with the process's arguments; returns the exit code.
 pub fn main() -> i32 {
+    trace::mark("exec");
+    let code = run_main();
+    trace::print();
+    code
+}
+
+fn run_main() -> i32 {
     // One malloc arena: the wrapper's few threads (signals, child, renewer)
     // allocate little, and an arena each would add to the resident memory
     // of every pass for the whole of its run.
@@ -305,7 +313,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let choice = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
     let spec = choice.spec.clone();
     match cli.command {
-        Command::Run(a) => cmd::run::run(&choice, settings::RunSettings::resolve(&a)?),
+        Command::Run(a) => {
+            let settings = settings::RunSettings::resolve(&a)?;
+            trace::mark("args");
+            cmd::run::run(&choice, settings)
+        }
         Command::Status(a) => cmd::status::run(&choice, a),
         Command::ClearLocks(a) => cmd::clear_locks::run(spec, a),
         Command::StopDue(a) => cmd::stop_due::run(spec, a),

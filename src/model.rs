@@ -161,6 +161,11 @@ pub struct SlotStatus {
     pub renewed_ago_ms: i64,
     /// Zero or negative once the lease has lapsed.
     pub expires_in_ms: i64,
+    /// The last renewal came more than half the lease after the one
+    /// before, or none has come for that long (`policy::lease::renewal_late`):
+    /// the store serves renewals slower than its passes ask.
+    #[serde(default)]
+    pub renewal_late: bool,
     pub max_hold_ms: i64,
     pub command: Vec<String>,
     /// The container engine the pass declared (`run --containers`), whose
@@ -287,6 +292,7 @@ mod tests {
                     held_ms: 12000,
                     renewed_ago_ms: 2000,
                     expires_in_ms: 298000,
+                    renewal_late: false,
                     max_hold_ms: 86400000,
                     command: vec!["./poll".into()],
                     containers: Some("podman".into()),
@@ -422,6 +428,7 @@ mod tests {
           },
           "max_hold_ms": 86400000,
           "pass_id": "3f2a9c0b11de",
+          "renewal_late": false,
           "renewed_ago_ms": 2000,
           "since": "2026-11-29T10:00:00Z",
           "slot": 0,

@@ -1,16 +1,21 @@
 //! The helper thread that keeps a lease alive while its pass runs.
 //!
 //! It knows nothing of any store: it renews a `Renewable` every interval
-//! (a third of the lease, floored at one second; tests pass their own) and
-//! keeps three rules. A renewal that fails is retried next tick (the
-//! `Renewable` reconnects); the lease counts as lost only once a whole window
-//! has passed unrenewed, or at once when the row is no longer ours. Past the
+//! (a third of the lease, floored at one second, ±10% so that passes
+//! started together do not renew in step; tests pass their own) and keeps
+//! three rules. A renewal that fails is retried next tick (the `Renewable`
+//! reconnects); the lease counts as lost only once a whole window has
+//! passed unrenewed, or at once when the row is no longer ours. Past the
 //! max hold it stops renewing and lets the lease lapse. Whatever ends it is
-//! logged once and reported to its owner exactly once. Its lines go to the
-//! `Log` its owner gives it: a pass's stderr, or a list a test reads back.
+//! logged once and reported to its owner exactly once. A renewal that lands
+//! late (past half the lease since the one before: the store is slower
+//! than its passes renew) still counts, and is said once, while the lease
+//! holds. Its lines go to the `Log` its owner gives it: a pass's stderr, or
+//! a list a test reads back.
 //!
 //! Time reaches the rules through a `Ticker`: a pass's renewer waits on its
-//! owner's stop channel; the tests drive a clock of their own.
+//! owner's stop channel, each tick jittered; the tests drive a clock of
+//! their own.
 
 use std::fmt;
 
@@ -18,6 +23,8 @@ use crate::report::Level;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::policy::lease::{renew_tick, renewal_late};
 
 /// What one renewal attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,8 +147,9 @@ struct StopChannel(Receiver<()>);
 
 impl Ticker for StopChannel {
     fn wait(&mut self, interval: Duration) -> bool {
+        let r = crate::random::bytes::<2>().map_or(u16::MAX / 2, u16::from_le_bytes);
         matches!(
-            self.0.recv_timeout(interval),
+            self.0.recv_timeout(renew_tick(interval, r)),
             Err(RecvTimeoutError::Timeout)
         )
     }
@@ -159,6 +167,8 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
 ) -> RenewerExit {
     let mut last_renewed = cfg.taken;
     let (mut progress, mut progressed) = (target.progress(), cfg.taken);
+    let mut warned_late = false;
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     loop {
         if !ticker.wait(cfg.interval) {
             return RenewerExit::Stopped;
@@ -187,7 +197,20 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
         }
         match target.renew() {
             Ok(Renewal::Renewed) => {
-                last_renewed = ticker.now();
+                let now = ticker.now();
+                let since = now.saturating_duration_since(last_renewed);
+                if !warned_late && renewal_late(ms(cfg.lease), ms(since)) {
+                    warned_late = true;
+                    log!(
+                        cfg,
+                        "{}: warning: renewed {} after the renewal before, past half the lease \
+                         ({}): the store is slower than its passes renew; the lease holds",
+                        cfg.label,
+                        humantime::format_duration(Duration::from_millis(ms(since) as u64)),
+                        humantime::format_duration(cfg.lease)
+                    );
+                }
+                last_renewed = now;
                 if target.progress() != progress {
                     progress = target.progress();
                     progressed = last_renewed;
@@ -473,14 +496,43 @@ mod tests {
         let mut first = vec![Some(Renewal::Renewed); 10];
         first.extend(vec![None; 6]);
         let fake = FakeLease::answering(Some(Renewal::Renewed), first.clone());
+        let mut said = vec![RETRY; 6];
+        said.push(LATE);
         run(&fake, LONG, 20)
             .ended(RenewerExit::Stopped, 20)
-            .said(&[RETRY; 6]);
+            .said(&said);
         let fake = FakeLease::answering(None, first);
         let ran = run(&fake, LONG, 100);
         ran.ended(RenewerExit::LeaseLost, 18);
         assert_eq!(ran.said[..7], [RETRY; 7], "{ran:#?}");
         assert_eq!(ran.said.len(), 8, "{ran:#?}");
+    }
+
+    const LATE: &str = "feeds.poll slot 0 (token 12): warning: renewed 140ms after the \
+                        renewal before, past half the lease (150ms): the store is slower than \
+                        its passes renew; the lease holds";
+
+    #[test]
+    fn a_late_renewal_counts_and_is_said_once() {
+        // Two failures, then a good renewal 60 ms after the take (not
+        // late); then four failures twice over, each streak ending in a good
+        // renewal 100 ms after the one before (late): the lease holds, and
+        // the first late renewal is said, once.
+        let mut first = vec![None, None, Some(Renewal::Renewed)];
+        for _ in 0..2 {
+            first.extend(vec![None; 4]);
+            first.push(Some(Renewal::Renewed));
+        }
+        let fake = FakeLease::answering(Some(Renewal::Renewed), first);
+        let ran = run(&fake, LONG, 20);
+        ran.ended(RenewerExit::Stopped, 20);
+        let late = "feeds.poll slot 0 (token 12): warning: renewed 100ms after the renewal \
+                    before, past half the lease (150ms): the store is slower than its passes \
+                    renew; the lease holds";
+        let mut said = vec![RETRY; 6];
+        said.push(late);
+        said.extend([RETRY; 4]);
+        ran.said(&said);
     }
 
     #[test]

@@ -231,10 +231,12 @@ pub fn supervise(
             Event::Wake => {}
         }
     }
+    crate::trace::mark("child");
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
     end_group_leftovers(child, kill_after, label, log);
     let status = child.wait();
+    crate::trace::mark("group");
     Ended {
         code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),

@@ -95,6 +95,7 @@ fn slot_status(l: &LeaseRow, v: &Verdict, evidence: &Evidence) -> SlotStatus {
         // An age is never negative (a clock ahead of ours).
         renewed_ago_ms: l.renewed_ago_ms.max(0),
         expires_in_ms: l.expires_in_ms,
+        renewal_late: crate::policy::lease::renewal_late(l.lease_ms, l.renewed_ago_ms),
         max_hold_ms: l.max_hold_ms,
         command: l.argv.clone(),
         containers: l.containers.clone(),
@@ -388,10 +389,15 @@ fn print_table(jobs: &[JobStatus], t: &Layout) {
                 expiry_ms(s.expires_in_ms)
             ));
             t.row(format!(
-                "    since {}, token {}, {}{}",
+                "    since {}, token {}, {}{}{}",
                 s.since,
                 s.token,
                 expiry_words(s.expires_in_ms),
+                if s.renewal_late && s.expires_in_ms > 0 {
+                    ", renewal late (store busy)"
+                } else {
+                    ""
+                },
                 s.containers
                     .as_ref()
                     .map(|c| format!(", containers: {}", t.cut(&escape(c), 10)))

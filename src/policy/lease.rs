@@ -24,6 +24,21 @@ pub fn renew_interval(lease: Duration) -> Duration {
     (lease / 3).max(MIN_RENEW_INTERVAL)
 }
 
+/// The wait before a renewer's next tick: its interval, ±10% by `r` (a
+/// random number, uniform over `u16`), so that thousands of passes started
+/// together do not renew in step.
+pub fn renew_tick(interval: Duration, r: u16) -> Duration {
+    interval * 9 / 10 + interval * u32::from(r) / (5 * 65_536)
+}
+
+/// A renewal is late when more than half the lease passed since the one
+/// before (ticks come every third, ±10%): the store serves its renewals
+/// slower than its passes ask, and the operator hears of it (the
+/// renewer's warning, `status`) while the lease still holds.
+pub fn renewal_late(lease_ms: i64, renewed_ago_ms: i64) -> bool {
+    renewed_ago_ms > lease_ms / 2
+}
+
 /// The fencing-token rule: the token a slot is taken under, and the job's
 /// counter after it, from the counter as stored and the clock's floor
 /// (`Clock::token_floor`). A token is strictly larger than every token the
@@ -545,6 +560,17 @@ pub fn decide_waiter(waiter: &WaiterRow, liveness: Liveness) -> WaiterDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renewal_ticks_stay_within_ten_percent_and_late_is_past_half_the_lease() {
+        let third = Duration::from_secs(1);
+        assert_eq!(renew_tick(third, 0), Duration::from_millis(900));
+        assert_eq!(renew_tick(third, u16::MAX / 2 + 1), third);
+        let top = renew_tick(third, u16::MAX);
+        assert!(top > Duration::from_millis(1099) && top < Duration::from_millis(1100));
+        assert!(!renewal_late(3000, 1500));
+        assert!(renewal_late(3000, 1501));
+    }
 
     #[test]
     fn renew_interval_is_a_third_floored_at_one_second() {

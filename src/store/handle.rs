@@ -7,7 +7,7 @@
 //! store a pass started with (its `StorePin`).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::evidence::StoreReach;
 use crate::policy::lease::LeaseKey;
@@ -30,6 +30,10 @@ pub const KEEP_AFTER_START: Duration = Duration::from_millis(100);
 /// How long a pass keeps trying a store that answers busy (`while_busy`).
 pub const BUSY_BUDGET: Duration = Duration::from_secs(10);
 
+/// The least a renewal on SQLite waits for a busy store, however little of
+/// its window is left.
+const MIN_RENEWAL_PATIENCE: Duration = Duration::from_millis(100);
+
 /// A connection a timer closes unless its handle takes it back first.
 type Parked = Arc<Mutex<Option<Box<dyn Store>>>>;
 
@@ -43,6 +47,9 @@ pub struct StoreHandle {
     /// A connection handed to a timer that closes it unless it is taken
     /// back first (`close_after`).
     parked: Option<Parked>,
+    /// Connections opened here may checkpoint the WAL
+    /// (`Store::allow_checkpoints`): a renewer's.
+    checkpoints: bool,
 }
 
 impl StoreHandle {
@@ -53,6 +60,7 @@ impl StoreHandle {
             patience,
             conn,
             parked: None,
+            checkpoints: false,
         }
     }
 
@@ -81,7 +89,13 @@ impl StoreHandle {
         }
         let conn = match self.conn.take() {
             Some(c) => c,
-            None => self.spec.reopen(self.patience)?,
+            None => {
+                let mut c = self.spec.reopen(self.patience)?;
+                if self.checkpoints {
+                    c.allow_checkpoints();
+                }
+                c
+            }
         };
         Ok(self.conn.insert(conn).as_mut())
     }
@@ -181,6 +195,10 @@ pub struct StoreLease {
     /// Read the pass's progress mark after each renewal (`--max-idle`).
     watch_progress: bool,
     progress: Option<i64>,
+    /// When the lease was last renewed (or taken), on this side: a renewal
+    /// on SQLite may wait for a busy store until shortly before the window
+    /// since then ends, and still count.
+    last: Instant,
 }
 
 impl StoreLease {
@@ -202,6 +220,12 @@ impl StoreLease {
         // an interval, so the next tick tries again well inside the window
         // instead of one wait eating it.
         let owner_patience = std::mem::replace(&mut store.patience, interval / 2);
+        // The renewer's connection checkpoints the WAL when it has grown,
+        // off the path of any pass's take.
+        store.checkpoints = true;
+        if let Some(conn) = store.conn.as_mut() {
+            conn.allow_checkpoints();
+        }
         StoreLease {
             store,
             owner_patience,
@@ -211,6 +235,7 @@ impl StoreLease {
             per_renewal,
             watch_progress: false,
             progress: None,
+            last: Instant::now(),
         }
     }
 
@@ -223,6 +248,7 @@ impl StoreLease {
     /// The handle, back to its owner.
     pub fn into_store(mut self) -> StoreHandle {
         self.store.patience = self.owner_patience;
+        self.store.checkpoints = false;
         self.store
     }
 
@@ -232,8 +258,26 @@ impl StoreLease {
         if let Err(why) = self.pin.check_file() {
             return Ok(Renewal::StoreLost(why));
         }
+        // On SQLite a renewal waits for a busy store (in short naps) until
+        // shortly before its window ends: late but inside the window still
+        // keeps the lease, where a failed tick would wait a whole interval.
+        // A fleet's server keeps its own timeouts: half an interval there.
+        let one_machine = self.store.spec.reach() == StoreReach::OneMachine;
+        if one_machine {
+            let left = self.lease.saturating_sub(self.last.elapsed());
+            self.store.patience = left
+                .saturating_sub(self.lease / 10)
+                .max(MIN_RENEWAL_PATIENCE);
+        }
+        let patience = self.store.patience;
         let store = self.store.get()?;
+        if one_machine {
+            store.set_patience(patience);
+        }
         let renewed = store.renew_held(&self.held, self.lease, &self.pin);
+        if let Ok(Renewal::Renewed) = renewed {
+            self.last = Instant::now();
+        }
         if let (true, Ok(Renewal::Renewed), Held::Lease(key)) =
             (self.watch_progress, &renewed, &self.held)
         {

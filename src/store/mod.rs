@@ -490,6 +490,19 @@ pub trait Store: Send {
     /// Renew what `held` names, if the store is still the one `pin` names
     /// and the row still ours.
     fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal>;
+
+    /// How long a write on this connection waits for another process's
+    /// transaction before it answers busy (SQLite; a PostgreSQL server
+    /// keeps its own timeouts).
+    fn set_patience(&mut self, _patience: Duration) {}
+    /// Let this connection checkpoint the write-ahead log after a commit
+    /// that leaves it long (SQLite: a renewer's). A connection does not by
+    /// default: a pass's take never pays for a checkpoint.
+    fn allow_checkpoints(&mut self) {}
+    /// Once its last transaction is done (a pass's release): empty the
+    /// write-ahead log if it has grown long, at most once per
+    /// `sqlite::CHECKPOINT_PAGES` pages, skipped while the store is busy.
+    fn tidy(&mut self) {}
 }
 
 /// The stamp in a PostgreSQL store's identity (`Store::identity`), which

@@ -318,6 +318,12 @@ pub trait Backend: Send {
     /// Run `renew` in the database whose identity was pinned as `pinned`
     /// (`None` where the file is the identity).
     fn renew(&mut self, renew: &Renew, pinned: Option<&str>) -> Result<Found>;
+    /// See `Store::set_patience`.
+    fn set_patience(&mut self, _patience: std::time::Duration) {}
+    /// See `Store::allow_checkpoints`.
+    fn allow_checkpoints(&mut self) {}
+    /// See `Store::tidy`.
+    fn tidy(&mut self) {}
 }
 
 /// A store over one backend.

@@ -34,11 +34,49 @@ use crate::policy::lease::Clock;
 /// How long a write waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Checkpoint the WAL once it holds this many pages. Connections do not
-/// checkpoint on close (a pass is a short-lived process, and each close would
-/// cost two fsyncs), so the first connection after all have closed rebuilds
-/// the WAL index by reading the WAL: keeping it short keeps that cheap.
-const WAL_AUTOCHECKPOINT_PAGES: u32 = 64;
+/// Checkpoint the WAL once it holds this many pages (a pass writes about
+/// ten), never from a pass's take. Connections do not checkpoint on close
+/// either (a pass is a short-lived process, and each close would cost two
+/// fsyncs), so the first connection after all have closed rebuilds the
+/// WAL index by reading the whole WAL: keeping it short keeps that cheap.
+/// Two connections checkpoint: a renewer's, after its commits
+/// (`Store::allow_checkpoints`: passive, for stores many passes share),
+/// and a pass's release (`Store::tidy`: the WAL emptied, for the pass that
+/// runs alone, whose successor would otherwise read it all back).
+pub const CHECKPOINT_PAGES: u32 = 128;
+
+/// A WAL emptied by a renewer's checkpoint is cut back to this size when
+/// the next write starts it over, so its size tells a release whether it
+/// grew long.
+const WAL_KEPT_BYTES: u64 = 64 * 4120;
+
+/// How long a release's checkpoint waits for other connections; a busy
+/// store skips it (the next release tries again).
+const TIDY_PATIENCE: Duration = Duration::from_millis(50);
+
+/// How a write waits for another process's transaction: naps of a
+/// millisecond at first, doubling every eight tries up to 32 ms, each
+/// jittered ±50% so that waiters do not retry in step, until its patience
+/// runs out. SQLite's own handler sleeps up to 100 ms at a time, so a
+/// waiter slept through the moments the lock was free while newer writers
+/// took it; naps that stay short for ever would instead keep thousands of
+/// waiters awake, and starve the holder of the lock of the CPU it needs
+/// to commit.
+fn wait_politely(conn: &mut Connection, patience: Duration) -> rusqlite::Result<()> {
+    let mut since = std::time::Instant::now();
+    conn.busy_handler(Some(move |count: i32| {
+        if count == 0 {
+            since = std::time::Instant::now();
+        }
+        let waited = since.elapsed();
+        if waited >= patience {
+            return false;
+        }
+        let nap = Duration::from_millis(1u64 << (count / 8).clamp(0, 5));
+        std::thread::sleep(crate::random::jittered(nap).min(patience - waited));
+        true
+    }))
+}
 
 /// `PRAGMA application_id` of a jobrun store: the bytes "jobr" read as a
 /// big-endian 32-bit integer (0x6a6f6272). Set when a store is created (or
@@ -72,6 +110,8 @@ pub struct SqliteBackend {
     path: String,
     /// This process's boot clock (`boot_clock`: this boot, seen from this
     /// time namespace): rows stamped on it are aged on the boot clock.
+    /// Its write-ahead log, whose size tells whether it grew long.
+    wal: PathBuf,
     boot_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
@@ -140,12 +180,13 @@ impl SqliteStore {
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
         let checked = opened::check_files(path, mode)?;
+        crate::trace::mark("open.files");
         opened::open_pause();
         // URI parsing off: no SQLITE_OPEN_URI, and an absolute name (the
         // bundled SQLite is built to parse `file:` names by default, and
         // only a name starting `file:` is one).
         let name = std::path::absolute(path).map_err(|e| other(&e))?;
-        let conn = Connection::open_with_flags(
+        let mut conn = Connection::open_with_flags(
             &name,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -162,13 +203,16 @@ impl SqliteStore {
         })?;
         opened::same_file(&conn, &checked, path)?;
         drop(checked);
-        conn.busy_timeout(busy).map_err(|e| map_err(&shown, e))?;
-        // See WAL_AUTOCHECKPOINT_PAGES.
+        wait_politely(&mut conn, busy).map_err(|e| map_err(&shown, e))?;
+        // See CHECKPOINT_PAGES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| map_err(&shown, e))?;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
         let mut backend = SqliteBackend {
             conn,
             path: shown,
+            wal: PathBuf::from(wal),
             boot_id: crate::policy::lease::boot_clock(
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
@@ -178,6 +222,7 @@ impl SqliteStore {
         // Switching a new store to WAL and migrating it can report busy at
         // once, without the busy handler, while another process does the
         // same: keep trying for as long as the busy timeout.
+        crate::trace::mark("open.connect");
         let deadline = std::time::Instant::now() + busy;
         loop {
             match backend.prepare() {
@@ -314,7 +359,8 @@ impl SqliteBackend {
         }
         self.conn
             .execute_batch(&format!(
-                "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES};"
+                "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0; \
+                 PRAGMA journal_size_limit={WAL_KEPT_BYTES};"
             ))
             .map_err(|e| map_err(&shown, e))?;
         if fit != Fit::Migrate && head.app_id == APPLICATION_ID {
@@ -397,6 +443,28 @@ impl SqliteBackend {
 impl Backend for SqliteBackend {
     fn identity(&mut self) -> Result<Option<String>> {
         Ok(None)
+    }
+
+    fn set_patience(&mut self, patience: Duration) {
+        // Installing a handler only registers a callback; it cannot fail
+        // on an open connection.
+        let _ = wait_politely(&mut self.conn, patience);
+    }
+
+    fn allow_checkpoints(&mut self) {
+        let pragma = format!("PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}");
+        let _ = self.conn.execute_batch(&pragma);
+    }
+
+    fn tidy(&mut self) {
+        // A WAL frame is a page and its 24-byte header; the page size is
+        // SQLite's default, which jobrun never changes.
+        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
+        if std::fs::metadata(&self.wal).map_or(true, |m| m.len() < long) {
+            return;
+        }
+        let _ = wait_politely(&mut self.conn, TIDY_PATIENCE);
+        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
     }
 
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {

@@ -617,6 +617,18 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.identity()
     }
 
+    fn set_patience(&mut self, patience: Duration) {
+        self.backend.set_patience(patience)
+    }
+
+    fn allow_checkpoints(&mut self) {
+        self.backend.allow_checkpoints()
+    }
+
+    fn tidy(&mut self) {
+        self.backend.tidy()
+    }
+
     fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal> {
         // A file store's pin is checked without a connection: a renewal
         // must never go to a new file at the pinned path.

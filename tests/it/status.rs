@@ -78,6 +78,7 @@ fn json_status_has_the_documented_fields(env: &TestEnv) {
         "held_ms",
         "renewed_ago_ms",
         "expires_in_ms",
+        "renewal_late",
         "max_hold_ms",
         "command",
     ] {

@@ -47,6 +47,7 @@ pub fn json_output(r: &mut Roff) {
     "verdict": {"liveness": "alive", "reason": "pid 4242 is running"},
     "since": "2026-11-29T10:00:00Z",
     "held_ms": 12000, "renewed_ago_ms": 2000, "expires_in_ms": 298000,
+    "renewal_late": false,
     "max_hold_ms": 86400000, "command": ["./poll"],
     "containers": null | "docker" | "podman"}],
   "queue": {"length": 1, "head_waited_ms": 5000,
@@ -70,7 +71,10 @@ pub fn json_output(r: &mut Roff) {
              `liveness` is alive, dead or unknown; `paused` is the first of `pauses`, every \
              pause standing on the job (`owner` null for a pause without `--as`; `all` for \
              `pause --all`); `containers` is the engine a pass declared with `run \
-             --containers`, whose answer about the pass's label the verdict includes. \
+             --containers`, whose answer about the pass's label the verdict includes; \
+             `renewal_late` is true once more than half the lease has passed since the last \
+             renewal (renewals come every third): the store serves them slower than its \
+             passes ask, and the holder has said so on its stderr. \
              `last` is the last pass that took a slot; `last_attempt` the last pass of any \
              kind (a skip shows that the scheduler fired). `window` is the latest window a \
              `--once-per` or `--window` pass claimed (null for a job never run so): its \

@@ -154,7 +154,7 @@ pub fn exit_status(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 6] = [
+pub const SETTING_VARIABLES: [(&str, &str); 7] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -186,6 +186,12 @@ pub const SETTING_VARIABLES: [(&str, &str); 6] = [
         crate::policy::delay::SEED_ENV,
         "Any text: `run --jitter` draws its wait from it instead of the kernel's randomness, \
          the same wait for the same text and job (a test seam; `--spread` needs none).",
+    ),
+    (
+        crate::trace::TRACE_ENV,
+        "When set, `run` prints on standard error, at exit, one `jobrun-phase NAME \
+         NANOSECONDS` line (`CLOCK_MONOTONIC`) as each phase of the pass ends: the \
+         benchmark's phase table (`scripts/bench.sh phases`).",
     ),
 ];
 

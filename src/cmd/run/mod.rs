@@ -188,9 +188,12 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         }
     }
     let mut store = open_to_write(choice)?;
+    crate::trace::mark("open.sqlite");
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
+    crate::trace::mark("open.pin");
     let mut evidence = evidence(&spec);
     evidence.store_id = pin.stamp().map(String::from);
+    crate::trace::mark("open.evidence");
     let pass_id = new_pass_id();
     let lock = match spec.lock_dir() {
         Some(dir) => Some(
@@ -234,6 +237,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         Some(WindowSpec::Every(_)) => Some(WINDOW_ENV),
         None => None,
     };
+    crate::trace::mark("open");
     let held = HeldChild::fork_numbered(
         &settings.argv,
         &env,
@@ -242,6 +246,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         numbered,
     )
     .map_err(|e| anyhow::anyhow!(e.message))?;
+    crate::trace::mark("fork");
     let identity = &evidence.me;
     let holder = Holder {
         host: identity.host.clone(),
@@ -284,7 +289,10 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         window: None,
     };
     let code = match (Prepared { ctx, held }).take() {
-        Ok(Taken::Holding(h)) => h.run(),
+        Ok(Taken::Holding(h)) => {
+            crate::trace::mark("take");
+            h.run()
+        }
         Ok(Taken::Queued(q)) => q.wait(),
         Ok(Taken::Done(code)) => Ok(code),
         Err(e) => Err(e),

@@ -368,6 +368,11 @@ impl Ctx {
         {
             Ok(true) => {
                 wake::wake_next(&mut self.store, &key.job);
+                // A grown WAL is emptied here (the take never does it):
+                // once in many passes, after the command ran.
+                if let Ok(store) = self.store.get() {
+                    store.tidy();
+                }
             }
             Ok(false) => say!(
                 warning,
@@ -490,6 +495,7 @@ impl Holding {
                 return Err(e);
             }
         };
+        crate::trace::mark("gate");
         let how = supervise::Stopping {
             kill_after: ctx.settings.kill_after,
             on_lost: ctx.settings.on_lost,
@@ -542,6 +548,7 @@ impl Holding {
             timed_out: ended.timed_out,
         });
         let ran_ms = ctx.finish(&key, outcome, ended.code, ended.signal);
+        crate::trace::mark("release");
         let code = if outcome == Outcome::Timeout {
             exit::TIMEOUT
         } else {
