@@ -169,13 +169,13 @@ fn a_wait_that_ran_out_is_wait_expired(env: &TestEnv) {
 /// migrated: the rows say `wait-expired`.
 fn stored_timed_out_rows_are_migrated(env: &TestEnv) {
     exits(env, 0, &["run", "j", "--", "true"]);
-    // The store as schema 8 left it, with a row of a wait that ran out.
+    // The store as schema 9 left it, with a row of a wait that ran out.
     store_exec(
         env,
         "ALTER TABLE history DROP COLUMN window_key; DROP TABLE windows; \
          INSERT INTO history (job, pass_id, host, pid, started_ms, ended_ms, duration_ms, \
          outcome) VALUES ('j', 'old0pass0000', 'web1', 1, 1, 2, 0, 'timed-out'); \
-         UPDATE jobrun_meta SET value = 8 WHERE key = 'schema';",
+         UPDATE jobrun_meta SET value = 9 WHERE key = 'schema';",
     );
     exits(env, 0, &["run", "j", "--", "true"]);
     let dump = crate::support::dump_store(env).join("\n");

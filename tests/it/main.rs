@@ -35,5 +35,6 @@ mod store;
 mod storeopen;
 mod support;
 mod timeline;
+mod tokens;
 mod truth;
 mod wake;
