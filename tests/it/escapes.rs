@@ -124,7 +124,11 @@ fn a_setsid_daemon_named_by_a_forged_row_is_no_pass(env: &TestEnv) {
         env,
         "daemon.sh",
         "setsid -f sh -c 'echo $$ > daemon.pid.tmp && mv daemon.pid.tmp daemon.pid; \
-         exec sleep 1000' < /dev/null > /dev/null 2>&1",
+         exec sleep 1000' < /dev/null > /dev/null 2>&1\n\
+         # The pass ends once the daemon has left its group: until its\n\
+         # setsid, the forked daemon is still a member, and the end of the\n\
+         # pass would TERM it with the group's other leftovers.\n\
+         i=0; while [ ! -e daemon.pid ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done",
     );
     assert_eq!(
         env.run(&["run", "setup", "--", &daemon]).status.code(),
