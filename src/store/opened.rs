@@ -9,9 +9,11 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use super::sqlite::SIDE_FILES;
 use super::{Result, StoreError};
 use crate::files::Kind;
+
+/// SQLite's write-ahead log and its index, beside the store file.
+pub const SIDE_FILES: [&str; 2] = ["-wal", "-shm"];
 
 /// `JOBRUN_TEST_OPEN_PAUSE`, a test seam like `JOBRUN_CLOCK_SKEW`: the path
 /// of a FIFO which jobrun, once the store's files are checked and before

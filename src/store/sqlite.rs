@@ -83,8 +83,9 @@ fn wait_politely(conn: &mut Connection, patience: Duration) -> rusqlite::Result<
 /// adopted from an earlier jobrun, which left it 0), checked on every open
 /// before anything is written.
 pub const APPLICATION_ID: i64 = 0x6a6f_6272;
-/// SQLite's write-ahead log and its index, beside the store file.
-pub const SIDE_FILES: [&str; 2] = ["-wal", "-shm"];
+/// SQLite's write-ahead log and its index, beside the store file (checked
+/// with it before it is opened: `opened`).
+pub use super::opened::SIDE_FILES;
 
 /// The tables of schema version 1, as an earlier jobrun (which set no
 /// application_id) left them, sorted: only such a store is adopted.
