@@ -176,7 +176,7 @@ pub enum Command {
     /// to now across the terminal's width (COLUMNS, else the terminal's,
     /// else 100 columns). Passes are bars (= for one holding a slot now),
     /// those that ended badly (failed, killed, lost-lease, spawn-failed,
-    /// abandoned) marked X apart from ok ones, skipped passes are ticks,
+    /// timeout, abandoned) marked X apart from ok ones, skipped passes are ticks,
     /// queue waits (and passes queued now) are shaded, and a wait that ran
     /// out ends in !. Where passes meet in one column, the worst shows. Colour only on a terminal, and never with NO_COLOR.
     Timeline(TimelineArgs),

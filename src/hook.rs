@@ -98,6 +98,9 @@ pub struct PassVars {
     pub pass_id: String,
     pub token: i64,
     pub slot: u32,
+    /// Variables of jobrun's environment the hook does not inherit (as the
+    /// command does not: a password in `JOBRUN_DB`).
+    pub withheld: &'static [&'static str],
 }
 
 /// How the pass ended, for an end hook.
@@ -162,6 +165,7 @@ fn command(line: &str, pass: &PassVars, end: Option<EndVars>) -> Command {
     for var in HOOK_VARS
         .iter()
         .chain(&[OUTCOME_ENV, EXIT_CODE_ENV, DURATION_ENV, OUTPUT_FILE_ENV])
+        .chain(pass.withheld)
     {
         c.env_remove(var);
     }
@@ -278,6 +282,7 @@ mod tests {
             pass_id: "p".into(),
             token: 1,
             slot: 0,
+            withheld: &[],
         };
         let child = command("sleep 30", &pass, None).spawn().unwrap();
         let pid = child.id() as i32;

@@ -211,8 +211,13 @@ pub fn write_textfile(path: &Path, text: &str) -> Result<()> {
 }
 
 pub fn run(choice: &StoreChoice, a: MetricsArgs) -> Result<i32> {
-    let mut store = choice.spec.open_existing()?;
-    let text = render(store.as_mut(), &choice.spec)?;
+    let text = match choice.spec.open_existing() {
+        Ok(mut store) => render(store.as_mut(), &choice.spec)?,
+        // A fresh install, before the first pass: no jobs, no figures, and
+        // nothing for cron to mail every minute.
+        Err(crate::store::StoreError::Missing(_)) if !choice.explicit => String::new(),
+        Err(e) => return Err(e.into()),
+    };
     match &a.textfile {
         Some(path) => write_textfile(path, &text)?,
         None => print!("{text}"),

@@ -93,9 +93,14 @@ pub struct Attempt {
     pub host: String,
 }
 
+/// Attempts this close to the first of a tick are that tick, whatever the
+/// job's gap: hosts firing on the same second, or an operator trying a job
+/// by hand a few times, are not a cadence.
+pub const SAME_TICK_MS: i64 = 1_000;
+
 /// The ticks among `attempts` (any order): attempts closer to the first of
-/// a tick than a tenth of the job's gap are that tick fired on another
-/// host, counted once. The gap is found without knowing the ticks: the
+/// a tick than a tenth of the job's gap (or than `SAME_TICK_MS`) are that
+/// tick fired on another host, counted once. The gap is found without knowing the ticks: the
 /// largest gap whose tenth at least one gap in `h` reaches, on `h` hosts
 /// (at most `h` attempts share a tick, so at least one gap in `h` is a gap
 /// between ticks). Ticks come back oldest first.
@@ -117,7 +122,7 @@ pub fn ticks(attempts: &[Attempt]) -> Vec<i64> {
     let mut out: Vec<i64> = Vec::new();
     for t in at {
         match out.last() {
-            Some(&first) if (t - first) * 10 < gap => {}
+            Some(&first) if (t - first) * 10 < gap || t - first < SAME_TICK_MS => {}
             _ => out.push(t),
         }
     }
@@ -353,6 +358,17 @@ pub fn stuck(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_within_a_second_are_one_tick() {
+        let by_hand: Vec<Attempt> = (0..5)
+            .map(|i| Attempt {
+                at_ms: 1_000_000 + i * 200,
+                host: "h".into(),
+            })
+            .collect();
+        assert_eq!(ticks(&by_hand), [1_000_000]);
+    }
 
     const MIN: i64 = 60_000;
     const HOUR: i64 = 60 * MIN;

@@ -734,11 +734,14 @@ fn counters_outlive_pruning(s: &mut Subject) {
     );
     // A row written by a jobrun that does not count is folded in by the
     // next writer, and read meanwhile.
+    // An earlier jobrun's name for a wait that ran out counts as this one's.
     (s.forge)(
         "INSERT INTO history (job, pass_id, host, pid, started_ms, ended_ms, duration_ms, \
-         outcome) VALUES ('c', 'old', 'h', 1, 0, 0, 0, 'skipped')",
+         outcome) VALUES ('c', 'old', 'h', 1, 0, 0, 0, 'skipped'), \
+         ('c', 'old2', 'h', 1, 0, 0, 0, 'timed-out')",
     );
     assert_eq!(counted(s, "c")[2], ("skipped".into(), 1));
+    assert_eq!(counted(s, "c")[3], ("wait-expired".into(), 1));
     s.store
         .record_pass(&record("c", Outcome::Ok), 1, &s.pin)
         .unwrap();
@@ -747,7 +750,8 @@ fn counters_outlive_pruning(s: &mut Subject) {
         [
             ("failed".into(), 1),
             ("ok".into(), 6),
-            ("skipped".into(), 1)
+            ("skipped".into(), 1),
+            ("wait-expired".into(), 1)
         ]
     );
     // Abandoned, then its own end: counted both ways, never lowered.
@@ -764,7 +768,8 @@ fn counters_outlive_pruning(s: &mut Subject) {
             ("abandoned".into(), 1),
             ("failed".into(), 1),
             ("ok".into(), 7),
-            ("skipped".into(), 1)
+            ("skipped".into(), 1),
+            ("wait-expired".into(), 1)
         ]
     );
     assert_eq!(counted(s, "other"), []);

@@ -259,7 +259,10 @@ impl<B: Backend> Store for SqlStore<B> {
             )?;
             let mut sums = std::collections::BTreeMap::<(String, String), i64>::new();
             for r in &rows {
-                *sums.entry((r.text("job"), r.text("outcome"))).or_default() += r.int("n");
+                let outcome = r.text("outcome");
+                let outcome =
+                    Outcome::parse(&outcome).map_or(outcome.clone(), |o| o.as_str().into());
+                *sums.entry((r.text("job"), outcome)).or_default() += r.int("n");
             }
             Ok(sums
                 .into_iter()

@@ -421,22 +421,40 @@ fn a_handled_term_is_ok_and_exit_0_as_the_pages_say() {
 
 /// What the command saw of `JOBRUN_DB` and `PGPASSWORD`.
 fn seen_by_command(env: &TestEnv, job: &str, db: &str, flag: Option<&str>) -> (String, String) {
-    let seen = env.path(&format!("{job}.seen"));
-    let body = format!(
-        "printf '%s\\n%s' \"${{JOBRUN_DB-<unset>}}\" \"${{PGPASSWORD-<unset>}}\" > {}",
-        seen.display()
+    let print_to = |file: &std::path::Path| {
+        format!(
+            "printf '%s\\n%s' \"${{JOBRUN_DB-<unset>}}\" \"${{PGPASSWORD-<unset>}}\" > {}",
+            file.display()
+        )
+    };
+    let (seen, hooked) = (
+        env.path(&format!("{job}.seen")),
+        env.path(&format!("{job}.hook")),
     );
     let mut args = vec!["run".to_string()];
     if let Some(f) = flag {
         args.extend(["--db".to_string(), f.to_string()]);
     }
-    args.extend([job.into(), "--".into(), "sh".into(), "-c".into(), body]);
+    // The success hook sees what the command sees.
+    args.extend(["--on-success".into(), print_to(&hooked)]);
+    args.extend([
+        job.into(),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        print_to(&seen),
+    ]);
     Jobrun::new(env)
         .args(&args)
         .env("JOBRUN_DB", db)
         .env("PGPASSWORD", "caller-secret")
         .run();
     let text = fs::read_to_string(&seen).unwrap();
+    assert_eq!(
+        fs::read_to_string(&hooked).unwrap(),
+        text,
+        "the hook's view"
+    );
     let (db, pw) = text.split_once('\n').unwrap();
     (db.to_string(), pw.to_string())
 }

@@ -182,6 +182,11 @@ fn a_fresh_install_answers() {
     assert!(report.jobs.is_empty());
     let out = as_user(&["history"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Metrics from root's crontab before the first pass: no figures, and
+    // nothing for cron to mail.
+    let out = as_user(&["metrics"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
     assert!(!store.exists(), "a reader made the store");
     // The first pass makes the default directory and the store.
     let out = as_user(&["run", "j", "--", "true"]);

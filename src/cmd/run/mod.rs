@@ -53,6 +53,17 @@ use crate::supervise::{self, Event};
 
 /// The variable `--db` is read from (`cli::Cli::db`).
 const DB_ENV: &str = "JOBRUN_DB";
+
+/// The variables of jobrun's environment that neither the command nor a
+/// hook inherits: a password in JOBRUN_DB is jobrun's (a jobrun run inside
+/// them needs .pgpass or its own --db); PGPASSWORD is the caller's and is
+/// left alone.
+pub(crate) fn withheld() -> &'static [&'static str] {
+    match std::env::var_os(DB_ENV) {
+        Some(db) if crate::store::holds_password(&db.to_string_lossy()) => &[DB_ENV],
+        _ => &[],
+    }
+}
 /// The window a windowed pass runs in, as its command gets it.
 pub const WINDOW_ENV: &str = "JOBRUN_WINDOW";
 
@@ -216,13 +227,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
             env.push((crate::engine::LABEL_ENV, label));
         }
     }
-    // A password in JOBRUN_DB is jobrun's, not the command's (a jobrun run
-    // inside it needs .pgpass or its own --db); PGPASSWORD is the caller's
-    // and is left alone.
-    let unset: &[&str] = match std::env::var_os(DB_ENV) {
-        Some(db) if crate::store::holds_password(&db.to_string_lossy()) => &[DB_ENV],
-        _ => &[],
-    };
+    let unset = withheld();
     let capture = match &settings.output {
         Some(out) => Some(output::prepare(&spec, &pass_id, out)?),
         None => None,

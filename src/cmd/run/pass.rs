@@ -366,14 +366,7 @@ impl Ctx {
             .store
             .with_retries(|store| store.release(key, Some((pass, keep)), &pin))
         {
-            Ok(true) => {
-                wake::wake_next(&mut self.store, &key.job);
-                // A grown WAL is emptied here (the take never does it):
-                // once in many passes, after the command ran.
-                if let Ok(store) = self.store.get() {
-                    store.tidy();
-                }
-            }
+            Ok(true) => wake::wake_next(&mut self.store, &key.job),
             Ok(false) => say!(
                 warning,
                 "{} slot {}: lock was no longer ours at release (token {})",
@@ -405,6 +398,7 @@ impl Ctx {
             pass_id: self.req.pass_id.clone(),
             token: key.token,
             slot: key.slot,
+            withheld: super::withheld(),
         }
     }
 
@@ -424,6 +418,11 @@ impl Ctx {
         }
         self.after(key, start, end);
         drop(spooled);
+        // The pass's last transaction is done: a grown WAL is emptied here
+        // (the take never does it), once in many passes.
+        if let Ok(store) = self.store.get() {
+            store.tidy();
+        }
     }
 
     /// The slot is given back: wait for the start hook, then run the end
@@ -457,7 +456,14 @@ impl Holding {
             Ok(r) => r,
             Err(e) => {
                 drop(held);
-                ctx.finish(&key, Outcome::SpawnFailed, None, None);
+                let ran_ms = ctx.finish(&key, Outcome::SpawnFailed, None, None);
+                let end = EndVars {
+                    outcome: Outcome::SpawnFailed,
+                    exit_code: exit::JOBRUN_FAILED,
+                    duration_ms: ran_ms,
+                    output_file: None,
+                };
+                ctx.end(&key, None, None, end);
                 return Err(e).context("cannot read the command's output");
             }
         };
@@ -488,10 +494,15 @@ impl Holding {
             Ok(r) => r,
             Err(e) => {
                 child.kill_and_reap();
-                ctx.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
-                if let Some(h) = start_hook {
-                    h.join();
-                }
+                let spooled = reading.map(Reading::finish);
+                let ran_ms = ctx.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
+                let end = EndVars {
+                    outcome: Outcome::Failed,
+                    exit_code: exit::JOBRUN_FAILED,
+                    duration_ms: ran_ms,
+                    output_file: None,
+                };
+                ctx.end(&key, start_hook, spooled, end);
                 return Err(e);
             }
         };
