@@ -29,6 +29,7 @@ mod pgnotify;
 mod pgpass;
 mod pgtls;
 pub mod postgres;
+mod queries;
 mod rows;
 mod schema;
 mod sql;

@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use super::rows::{
-    argv_json, holder_values, lease_row, pass_record, pause_row, waiter_row, window_row,
-    HOLDER_COLS, LEASE_COLS, PASS_COLS, PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
+    argv_json, holder_values, lease_row, pause_row, waiter_row, window_row, HOLDER_COLS,
+    LEASE_COLS, PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
 use super::steps::{
@@ -27,35 +27,11 @@ use super::{
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::PassRecord;
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
-use crate::policy::watch::Declared;
 use crate::policy::window::WindowRow;
 use crate::renewer::Renewal;
-
-impl<B: Backend> SqlStore<B> {
-    /// The rows of `jobs` (all when empty) that `cols_from` selects
-    /// ("COLUMNS FROM table"), by job and then `order`, each made by `row`
-    /// with the store's clock.
-    fn rows_of<T>(
-        &mut self,
-        jobs: &[String],
-        cols_from: &str,
-        order: &str,
-        row: fn(&super::sql::Row, &Clock) -> T,
-    ) -> Result<Vec<T>> {
-        self.backend.read(&mut |c| {
-            let clock = c.clock()?;
-            let (filter, params) = job_filter("job", jobs, 1);
-            let rows = c.query(
-                &format!("SELECT {cols_from} WHERE {filter} ORDER BY job, {order}"),
-                &params,
-            )?;
-            Ok(rows.iter().map(|r| row(r, &clock)).collect())
-        })
-    }
-}
 
 /// Claim the window `found` names for `req`'s pass, in the transaction
 /// that just took its slot.
@@ -158,43 +134,7 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>> {
-        self.backend.read(&mut |c| {
-            let clock = c.clock()?;
-            let now = clock.now_ms;
-            let (filter, params) = job_filter("j.name", jobs, 1);
-            // The last pass that took a slot: the passes that did carry
-            // their token.
-            let rows = c.query(
-                &format!(
-                    "SELECT j.name AS name, h.outcome AS outcome, h.duration_ms AS duration_ms, \
-                     h.ended_ms AS ended_ms, a.outcome AS attempt, a.ended_ms AS attempt_ended, \
-                     j.every_ms AS every_ms, j.schedule AS schedule, j.schedule_tz AS tz \
-                     FROM jobs j \
-                     LEFT JOIN history h ON h.id = (SELECT MAX(id) FROM history \
-                       WHERE job = j.name AND token IS NOT NULL) \
-                     LEFT JOIN history a ON a.id = (SELECT MAX(id) FROM history \
-                       WHERE job = j.name) \
-                     WHERE {filter} ORDER BY j.name"
-                ),
-                &params,
-            )?;
-            Ok(rows
-                .iter()
-                .map(|r| JobRow {
-                    name: r.text("name"),
-                    last_outcome: r.opt_text("outcome"),
-                    last_duration_ms: r.opt_int("duration_ms"),
-                    last_ended_ms_ago: r.opt_int("ended_ms").map(|e| now - e),
-                    attempt_outcome: r.opt_text("attempt"),
-                    attempt_ended_ms_ago: r.opt_int("attempt_ended").map(|e| now - e),
-                    declared: Declared::of(
-                        r.opt_int("every_ms"),
-                        r.opt_text("schedule"),
-                        r.opt_text("tz"),
-                    ),
-                })
-                .collect())
-        })
+        self.read_jobs(jobs)
     }
 
     fn record_pass(&mut self, p: &PassRecord, keep: u32, pin: &StorePin) -> Result<()> {
@@ -208,88 +148,15 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>> {
-        self.backend.read(&mut |c| {
-            let clock = c.clock()?;
-            let mut conds = vec!["1=1".to_string()];
-            let mut params: Vec<Value> = vec![q.limit.into()];
-            if let Some(j) = &q.job {
-                params.push(j.as_str().into());
-                conds.push(format!("job = ${}", params.len()));
-            }
-            if let Some(since) = q.since {
-                params.push(clock.now_ms.saturating_sub(millis(since)).into());
-                conds.push(format!("started_ms >= ${}", params.len()));
-            }
-            if let Some(o) = q.outcome {
-                params.push(o.as_str().into());
-                let mut cond = format!("outcome = ${}", params.len());
-                // An earlier jobrun sharing the store still writes its old name.
-                if o == Outcome::WaitExpired {
-                    params.push(Outcome::WAIT_EXPIRED_BEFORE.into());
-                    cond = format!("({cond} OR outcome = ${})", params.len());
-                }
-                conds.push(cond);
-            }
-            let rows = c.query(
-                &format!(
-                    "SELECT {PASS_COLS} FROM history WHERE {} \
-                     ORDER BY started_ms DESC, id DESC LIMIT $1",
-                    conds.join(" AND ")
-                ),
-                &params,
-            )?;
-            Ok(rows.iter().map(pass_record).collect())
-        })
+        self.read_history(q)
     }
 
     fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>> {
-        self.backend.read(&mut |c| {
-            let (filter, params) = job_filter("j.name", jobs, 1);
-            let rows = c.query(
-                &format!(
-                    "SELECT k.job AS job, k.outcome AS outcome, k.passes AS n \
-                     FROM job_counters k JOIN jobs j ON j.name = k.job WHERE {filter} \
-                     UNION ALL \
-                     SELECT j.name AS job, h.outcome AS outcome, count(*) AS n \
-                     FROM jobs j JOIN history h \
-                     ON h.job = j.name AND h.id > COALESCE(j.counted_id, 0) \
-                     WHERE {filter} GROUP BY j.name, h.outcome"
-                ),
-                &params,
-            )?;
-            let mut sums = std::collections::BTreeMap::<(String, String), i64>::new();
-            for r in &rows {
-                let outcome = r.text("outcome");
-                let outcome =
-                    Outcome::parse(&outcome).map_or(outcome.clone(), |o| o.as_str().into());
-                *sums.entry((r.text("job"), outcome)).or_default() += r.int("n");
-            }
-            Ok(sums
-                .into_iter()
-                .map(|((job, outcome), passes)| Counter {
-                    job,
-                    outcome,
-                    passes,
-                })
-                .collect())
-        })
+        self.read_counters(jobs)
     }
 
     fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)> {
-        self.backend.read(&mut |c| {
-            let now = c.clock()?.now_ms;
-            let mut out = Vec::new();
-            for job in jobs {
-                let rows = c.query(
-                    &format!(
-                        "SELECT {PASS_COLS} FROM history WHERE job = $1 ORDER BY id DESC LIMIT $2"
-                    ),
-                    &[job.as_str().into(), per_job.into()],
-                )?;
-                out.extend(rows.iter().map(pass_record));
-            }
-            Ok((now, out))
-        })
+        self.read_recent(jobs, per_job)
     }
 
     fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch> {

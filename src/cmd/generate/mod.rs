@@ -18,6 +18,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 mod text;
+mod variables;
 
 use std::fs;
 use std::path::Path;
