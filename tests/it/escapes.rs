@@ -7,10 +7,11 @@
 
 use std::fs;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jobrun::model::{Liveness, Outcome, State};
 
+use crate::support::procfs::{here, now_ms, session_of, start_of};
 use crate::support::{
     alive, both_stores, script, start_pass, store_exec, text, wait_until, Kind, TestEnv, BIN,
 };
@@ -19,52 +20,6 @@ const BOUND: Duration = Duration::from_secs(20);
 
 /// A pid no process has.
 const GONE: (i32, u64) = (4_194_000, 1);
-
-fn start_of(pid: i32) -> u64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 1..]
-        .split_whitespace()
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// The session of `pid`, as `/proc` says.
-fn session_of(pid: i32) -> i32 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 1..]
-        .split_whitespace()
-        .nth(3)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-/// This machine as jobrun records it, so that forged rows are judged by
-/// their pids.
-fn here() -> (String, String, String) {
-    let host = fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string();
-    let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .unwrap()
-        .trim()
-        .to_string();
-    let ns = fs::read_link("/proc/self/ns/pid")
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    (host, boot, ns)
-}
 
 /// A lease of `job` as a writer of the store could insert it: wrapper and
 /// command as given, the wrapper's session as given (`None`: NULL, as an

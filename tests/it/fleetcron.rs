@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::procfs::now_ms;
 use crate::support::{
     alive, both_stores, exits, kill, script, store_exec, wait_until, Jobrun, TestEnv,
 };
@@ -206,13 +207,6 @@ fn delayed_pass(
         "{pass:?} began before the test started it"
     );
     (took, pass)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 /// `took` is the wait `want` and the pass itself (a loaded machine's second

@@ -6,10 +6,11 @@
 
 use std::fs;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jobrun::model::{Liveness, State};
 
+use crate::support::procfs::{here, now_ms, start_of};
 use crate::support::{
     alive, both_stores, start_pass, store_exec, text, wait_until, Kind, TempUser, TestEnv,
 };
@@ -47,41 +48,6 @@ impl Drop for Stranger {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn start_of(pid: i32) -> u64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 1..]
-        .split_whitespace()
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-/// This machine as jobrun records it, so that forged rows are judged by
-/// their pids.
-fn here() -> (String, String, String) {
-    let host = fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string();
-    let boot = fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .unwrap()
-        .trim()
-        .to_string();
-    let ns = fs::read_link("/proc/self/ns/pid")
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    (host, boot, ns)
 }
 
 /// A forged lease of `job`, as a writer of the store could insert it.

@@ -3,10 +3,11 @@
 //! stores. Time passes by rows written into the store in the past, or by
 //! `JOBRUN_CLOCK_SKEW`, never by sleeping.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jobrun::model::{Basis, CheckReport, Severity};
 
+use crate::support::procfs::now_ms;
 use crate::support::{
     both_stores, kill, kill_pass, start_pass, store_exec, wait_until, Jobrun, TestEnv,
 };
@@ -15,13 +16,6 @@ const MIN: i64 = 60_000;
 const HOUR: i64 = 60 * MIN;
 const DAY: i64 = 24 * HOUR;
 const WITHIN: Duration = Duration::from_secs(20);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
 
 /// One recorded pass: started `ago` ms ago on `host`, ended `outcome`
 /// after `ran` ms.

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod env;
 pub mod pass;
 pub mod pg;
+pub mod procfs;
 pub mod store;
 pub mod user;
 
