@@ -23,13 +23,7 @@ pub fn pause(choice: &StoreChoice, a: PauseArgs) -> Result<i32> {
     let PauseSettings { scopes, owner } = PauseSettings::resolve(&a.targets, a.owner.as_deref())?;
     let owner = owner.as_deref();
     let by = owner.map(|o| format!(" by {o}")).unwrap_or_default();
-    let names: Vec<String> = scopes
-        .iter()
-        .filter_map(|s| match s {
-            PauseScope::Job(n) => Some(n.clone()),
-            PauseScope::All => None,
-        })
-        .collect();
+    let names = PauseScope::jobs_named(&scopes);
     // A pause of all jobs, or of a job named as new, may come before any
     // pass: it may create the store. A named job must be one the store
     // knows, or it is a typo that would pause nothing that runs.
@@ -120,13 +114,7 @@ pub fn resume(spec: StoreSpec, a: ResumeArgs) -> Result<i32> {
         None => " without an owner".into(),
     };
     let mut store = spec.open_existing()?;
-    let names: Vec<String> = scopes
-        .iter()
-        .filter_map(|s| match s {
-            PauseScope::Job(n) => Some(n.clone()),
-            PauseScope::All => None,
-        })
-        .collect();
+    let names = PauseScope::jobs_named(&scopes);
     if !all_known(store.as_mut(), &names, &spec, "")? {
         return Ok(exit::INCOMPLETE);
     }

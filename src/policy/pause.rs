@@ -28,6 +28,17 @@ impl PauseScope {
         }
     }
 
+    /// The jobs `scopes` name one by one (the all-jobs scope names none).
+    pub fn jobs_named(scopes: &[PauseScope]) -> Vec<String> {
+        scopes
+            .iter()
+            .filter_map(|s| match s {
+                PauseScope::Job(n) => Some(n.clone()),
+                PauseScope::All => None,
+            })
+            .collect()
+    }
+
     /// The scope a stored key names.
     pub fn from_key(key: &str) -> PauseScope {
         if key == PauseScope::ALL_KEY {

@@ -346,44 +346,8 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
     Step {
         version: 10,
         min_reader: 4,
-        sqlite: "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
-INSERT INTO job_counters (job, outcome, passes)
-    SELECT job, 'wait-expired', passes FROM job_counters WHERE outcome = 'timed-out'
-    ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes;
-DELETE FROM job_counters WHERE outcome = 'timed-out';
-ALTER TABLE history ADD COLUMN window_key TEXT;
-CREATE TABLE IF NOT EXISTS windows (
-    job TEXT NOT NULL,
-    window_key TEXT NOT NULL,
-    attempts {int} NOT NULL,
-    max_attempts {int} NOT NULL,
-    pass_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    claimed_ms {int} NOT NULL,
-    ended_ms {int},
-    outcome TEXT,
-    PRIMARY KEY (job, window_key)
-);
-CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);",
-        postgres: "UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
-INSERT INTO job_counters (job, outcome, passes)
-    SELECT job, 'wait-expired', passes FROM job_counters WHERE outcome = 'timed-out'
-    ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes;
-DELETE FROM job_counters WHERE outcome = 'timed-out';
-ALTER TABLE history ADD COLUMN IF NOT EXISTS window_key TEXT;
-CREATE TABLE IF NOT EXISTS windows (
-    job TEXT NOT NULL,
-    window_key TEXT NOT NULL,
-    attempts {int} NOT NULL,
-    max_attempts {int} NOT NULL,
-    pass_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    claimed_ms {int} NOT NULL,
-    ended_ms {int},
-    outcome TEXT,
-    PRIMARY KEY (job, window_key)
-);
-CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);",
+        sqlite: V10,
+        postgres: V10,
     },
     // the tail of the output of a pass that ended badly (`run --keep-output`), by pass id,
     // beside its history row: shown by `history --show`, removed with it
@@ -418,6 +382,28 @@ INSERT INTO job_counters (job, outcome, passes)
     SELECT job, outcome, count(*) FROM history WHERE job IN (SELECT name FROM jobs)
     GROUP BY job, outcome;
 UPDATE jobs SET counted_id = (SELECT max(id) FROM history WHERE history.job = jobs.name);
+"#;
+
+const V10: &str = r#"
+UPDATE history SET outcome = 'wait-expired' WHERE outcome = 'timed-out';
+INSERT INTO job_counters (job, outcome, passes)
+    SELECT job, 'wait-expired', passes FROM job_counters WHERE outcome = 'timed-out'
+    ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes;
+DELETE FROM job_counters WHERE outcome = 'timed-out';
+ALTER TABLE history ADD COLUMN window_key TEXT;
+CREATE TABLE IF NOT EXISTS windows (
+    job TEXT NOT NULL,
+    window_key TEXT NOT NULL,
+    attempts {int} NOT NULL,
+    max_attempts {int} NOT NULL,
+    pass_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    claimed_ms {int} NOT NULL,
+    ended_ms {int},
+    outcome TEXT,
+    PRIMARY KEY (job, window_key)
+);
+CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);
 "#;
 
 /// Where a store's version is kept, for a step that is being applied: the
