@@ -607,7 +607,7 @@ _jobrun() {
             return 0
             ;;
         jobrun__subcmd__run)
-            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --max-idle --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --on-start --on-success --on-failure --hook-timeout --syslog --every --schedule --tz --keep-history --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
+            opts="-E -q -w -h --lease --max-hold --timeout --jitter --spread --max-idle --kill-after --on-lost --conflict-exit-code --quiet --slots --wait --coalesce --coalesced-exit-code --containers --once-per --window --window-attempts --on-start --on-success --on-failure --hook-timeout --syslog --every --schedule --tz --keep-history --keep-history-for --output --output-limit --keep-output --keep-output-total --db --db-mode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -714,6 +714,10 @@ _jobrun() {
                     return 0
                     ;;
                 --keep-history)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-history-for)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

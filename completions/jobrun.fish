@@ -68,6 +68,7 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l every -d 'The job 
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l schedule -d 'The job runs on this cron schedule (five crontab fields, e.g. \'*/5 * * * *\'), in --tz or the host\'s zone, correct across DST: `check` calls it late when no pass started since a firing plus its grace. Stored with the job; the latest declaration wins' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l tz -d 'The time zone of --schedule, by its name in the system\'s zoneinfo (e.g. Europe/Berlin); default: the host\'s' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history -d 'How many passes of history to keep per job' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l keep-history-for -d 'Also prune passes that ended longer ago than this (e.g. 30d), the newest always kept; the counters and figures of the job keep counting them' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l output -d 'Where the command\'s stdout and stderr go: inherit (jobrun\'s own), or quiet-unless-failed (like chronic: both into a private spool, in the order written, printed to jobrun\'s stdout only when the pass did not end ok, so cron mails only failures)' -r -f -a "inherit\t'The command writes to jobrun\'s own stdout and stderr'
 quiet-unless-failed\t'Spool the output; print it only when the pass did not end ok'"
 complete -c jobrun -n "__fish_jobrun_using_subcommand run" -l output-limit -d 'With --output quiet-unless-failed: the most output a spool keeps (at least 1KiB); past it the head and the tail stay and a line marks the cut' -r
@@ -109,7 +110,7 @@ complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db -d 'The stor
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l db-mode -d 'Octal mode of the files jobrun creates for a SQLite store (the store, holder locks, wake files), e.g. 0660 for a group-shared store; a mode that lets others write is refused. Default: 0600 for a new store; a store that exists is used with the mode of its file (only its owner can change it), and the files made beside a group-shared one get its group' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -l all -d 'Act on every job'
 complete -c jobrun -n "__fish_jobrun_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l limit -d 'How many passes to show (the newest that match). The summary below them covers every kept pass that matches --since and --outcome, not only these' -r
+complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l limit -d 'How many passes to show (the newest that match). The summary below them covers every pass recorded, pruned ones too (p50 and p95 within 1%); with --since or --outcome, every kept pass that matches, not only these' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l since -d 'Only passes that started at most this long ago (e.g. 2h, 7d)' -r
 complete -c jobrun -n "__fish_jobrun_using_subcommand history" -l outcome -d 'Only passes with this outcome' -r -f -a "ok\t''
 failed\t''

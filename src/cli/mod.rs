@@ -331,8 +331,9 @@ pub struct HistoryArgs {
     /// Only this job.
     pub name: Option<String>,
     /// How many passes to show (the newest that match). The summary below
-    /// them covers every kept pass that matches --since and --outcome, not
-    /// only these.
+    /// them covers every pass recorded, pruned ones too (p50 and p95
+    /// within 1%); with --since or --outcome, every kept pass that
+    /// matches, not only these.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub limit: u32,
     /// Oldest first (the default is newest first, by start time).

@@ -238,6 +238,12 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub keep_history: u32,
 
+    /// Also prune passes that ended longer ago than this (e.g. 30d), the
+    /// newest always kept; the counters and figures of the job keep
+    /// counting them.
+    #[arg(long, env = "JOBRUN_KEEP_HISTORY_FOR", value_name = "DURATION")]
+    pub keep_history_for: Option<String>,
+
     /// Where the command's stdout and stderr go: inherit (jobrun's own), or
     /// quiet-unless-failed (like chronic: both into a private spool, in the
     /// order written, printed to jobrun's stdout only when the pass did not

@@ -12,6 +12,7 @@ use crate::cmd::{all_known, open_to_read};
 use crate::exit;
 use crate::model::{self, HistoryReport, Summary};
 use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::stats::Stats;
 use crate::report::{escape, human_ms, utc_ms};
 use crate::settings::StoreChoice;
 use crate::settings::{self, stored_job_name};
@@ -49,6 +50,20 @@ pub fn summarise(job: &str, passes: &[PassRecord]) -> Summary {
         p50_ms: percentile(&durations, 50),
         p95_ms: percentile(&durations, 95),
         max_ms: durations.last().copied().unwrap_or(0),
+        outcomes,
+    }
+}
+
+/// The summary of a job from its figures (every pass counted; quantiles
+/// from the sketch, within 1%) and its counters.
+fn summary_of(job: String, s: &Stats, outcomes: BTreeMap<String, usize>) -> Summary {
+    Summary {
+        job,
+        count: s.ran.max(0) as usize,
+        mean_ms: s.mean_ms(),
+        p50_ms: s.percentile_ms(50),
+        p95_ms: s.percentile_ms(95),
+        max_ms: s.max_ms,
         outcomes,
     }
 }
@@ -117,34 +132,51 @@ pub fn run(choice: &StoreChoice, a: HistoryArgs) -> Result<i32> {
     if !all_known(store.as_mut(), name.as_slice(), spec, "")? {
         return Ok(exit::INCOMPLETE);
     }
-    let jobs: Vec<String> = store
-        .jobs(name.as_slice())?
-        .into_iter()
-        .map(|j| j.name)
-        .collect();
     let query = HistoryQuery {
         job: name.clone(),
         since,
         outcome,
         limit: a.limit,
     };
-    let mut passes = store.history(&query)?;
+    let (mut passes, summaries) = if since.is_some() || outcome.is_some() {
+        // The summary covers every kept pass that matches, as the listing
+        // does, but not only the --limit shown: read them once, through
+        // the index of the filter.
+        let all = store.history(&HistoryQuery {
+            limit: u32::MAX / 2,
+            ..query
+        })?;
+        let mut by_job: BTreeMap<&str, Vec<PassRecord>> = BTreeMap::new();
+        for p in &all {
+            by_job.entry(&p.job).or_default().push(p.clone());
+        }
+        let summaries = by_job.iter().map(|(j, v)| summarise(j, v)).collect();
+        let shown = all.iter().take(a.limit as usize).cloned().collect();
+        (shown, summaries)
+    } else {
+        // Unfiltered, the summary covers every pass the store counted,
+        // pruned ones too: one row of figures per job.
+        let names = name.as_slice();
+        let mut outcomes: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+        for c in store.counters(names)? {
+            *outcomes
+                .entry(c.job)
+                .or_default()
+                .entry(c.outcome)
+                .or_default() += c.passes.max(0) as usize;
+        }
+        let stats = store.stats(names)?;
+        let summaries = outcomes
+            .into_iter()
+            .map(|(job, outcomes)| {
+                let figures = stats.get(&job).cloned().unwrap_or_default();
+                summary_of(job, &figures, outcomes)
+            })
+            .collect();
+        (store.history(&query)?, summaries)
+    };
     if a.reverse {
         passes.reverse();
-    }
-    let mut summaries = Vec::new();
-    for j in &jobs {
-        // The summary covers every kept pass that matches --since and
-        // --outcome, as the listing does, but not only the --limit shown.
-        let all = store.history(&HistoryQuery {
-            job: Some(j.clone()),
-            since,
-            outcome,
-            limit: u32::MAX / 2,
-        })?;
-        if !all.is_empty() {
-            summaries.push(summarise(j, &all));
-        }
     }
     let report = HistoryReport {
         store: spec.display(),

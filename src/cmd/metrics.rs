@@ -6,6 +6,7 @@
 //! `--textfile` replaces the file whole: a temporary file in the same
 //! directory, renamed over it, so a reader never sees half of it.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
@@ -14,7 +15,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::MetricsArgs;
 use crate::cmd::watch::{gather, judge, Limits, Watched};
-use crate::policy::outcome::Outcome;
+use crate::policy::stats::Stats;
 use crate::settings::StoreChoice;
 use crate::store::{Counter, Store, StoreSpec};
 
@@ -69,8 +70,12 @@ impl Family {
     }
 }
 
-/// The exposition of `watched` (and their counters).
-fn exposition(watched: &[Watched], counters: &[Counter]) -> String {
+/// The exposition of `watched` (and their counters and figures).
+fn exposition(
+    watched: &[Watched],
+    counters: &[Counter],
+    stats: &BTreeMap<String, Stats>,
+) -> String {
     let limits = Limits::default();
     let mut start = Family::new(
         "jobrun_last_start_timestamp_seconds",
@@ -121,22 +126,20 @@ fn exposition(watched: &[Watched], counters: &[Counter]) -> String {
     );
     for w in watched {
         let job = format!("job=\"{}\"", label_value(&w.job.name));
-        let latest = |f: &dyn Fn(&crate::policy::outcome::PassRecord) -> bool| {
-            w.recent.iter().find(|p| f(p)).cloned()
-        };
+        // The job's figures count every pass recorded, pruned ones too.
+        let figures = stats.get(&w.job.name).cloned().unwrap_or_default();
         let held_since = w.leases.iter().map(|(l, _)| l.acquired_at_ms).max();
-        let recorded = latest(&|p| p.took_slot()).map(|p| p.started_at_ms);
-        if let Some(at) = held_since.max(recorded) {
+        if let Some(at) = held_since.max(figures.last_start_ms) {
             start.add(job.clone(), seconds(at));
         }
-        if let Some(p) = latest(&|p| p.outcome == Outcome::Ok) {
-            success.add(job.clone(), seconds(p.ended_at_ms));
+        if let Some(at) = figures.last_success_ms {
+            success.add(job.clone(), seconds(at));
         }
-        if let Some(p) = latest(&|p| p.ended_badly()) {
-            failure.add(job.clone(), seconds(p.ended_at_ms));
+        if let Some(at) = figures.last_failure_ms {
+            failure.add(job.clone(), seconds(at));
         }
-        if let Some(p) = latest(&|p| p.ran()) {
-            duration.add(job.clone(), seconds(p.duration_ms));
+        if let Some(ms) = figures.last_duration_ms {
+            duration.add(job.clone(), seconds(ms));
         }
         running.add(job.clone(), w.leases.len().to_string());
         queue.add(job.clone(), w.waiters.len().to_string());
@@ -173,7 +176,8 @@ fn exposition(watched: &[Watched], counters: &[Counter]) -> String {
 fn render(store: &mut dyn Store, spec: &StoreSpec) -> Result<String> {
     let watched = gather(store, spec, &[])?;
     let counters = store.counters(&[])?;
-    Ok(exposition(&watched, &counters))
+    let stats = store.stats(&[])?;
+    Ok(exposition(&watched, &counters, &stats))
 }
 
 /// Replace `path` with `text` whole: a new file beside it, renamed over

@@ -139,14 +139,10 @@ pub fn gather(store: &mut dyn Store, spec: &StoreSpec, names: &[String]) -> Resu
     let waiters = store.waiters(names)?;
     let pauses = store.pauses()?;
     let (now_ms, recent) = store.recent(&known, RECENT)?;
-    let mut by_job: std::collections::HashMap<String, Vec<PassRecord>> =
-        std::collections::HashMap::with_capacity(jobs.len());
-    for p in recent {
-        by_job.entry(p.job.clone()).or_default().push(p);
-    }
     Ok(jobs
         .into_iter()
-        .map(|job| Watched {
+        .zip(recent)
+        .map(|(job, recent)| Watched {
             now_ms,
             leases: leases
                 .iter()
@@ -162,7 +158,7 @@ pub fn gather(store: &mut dyn Store, spec: &StoreSpec, names: &[String]) -> Resu
                 .into_iter()
                 .cloned()
                 .collect(),
-            recent: by_job.remove(&job.name).unwrap_or_default(),
+            recent,
             job,
         })
         .collect())

@@ -5,7 +5,8 @@
 //! which holder may be freed, how many slots a job has, whether a pause
 //! stands, which queued pass a newcomer joins, which process is a member
 //! of a pass, how a pass ended, how the evidence of its processes and of
-//! its containers combine. Each rule has exactly one deciding function and
+//! its containers combine, what a pass counts for in its job's figures.
+//! Each rule has exactly one deciding function and
 //! a table-driven test.
 
 pub mod coalesce;
@@ -17,6 +18,7 @@ pub mod names;
 pub mod outcome;
 pub mod pause;
 pub mod slots;
+pub mod stats;
 #[rustfmt::skip]
 pub mod unicode;
 pub mod watch;

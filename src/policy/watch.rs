@@ -113,10 +113,13 @@ pub fn ticks(attempts: &[Attempt]) -> Vec<i64> {
     let hosts = hosts.len().max(1);
     let gaps: Vec<i64> = at.windows(2).map(|w| w[1] - w[0]).collect();
     let needed = (gaps.len() / hosts).max(1);
-    let gap = gaps
+    // The longest gap that at least `needed` gaps reach a tenth of.
+    let mut sorted = gaps;
+    sorted.sort_unstable();
+    let gap = sorted
         .iter()
         .copied()
-        .filter(|&g| gaps.iter().filter(|&&o| o * 10 >= g).count() >= needed)
+        .filter(|&g| sorted.len() - sorted.partition_point(|&o| o * 10 < g) >= needed)
         .max()
         .unwrap_or(0);
     let mut out: Vec<i64> = Vec::new();

@@ -16,6 +16,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::MIN_LEASE;
 use crate::policy::watch::Declared;
 use crate::policy::window::{WindowAsk, WindowSpec};
+use crate::store::Keep;
 use crate::supervise::OnLost;
 
 /// Everything `run` needs, validated.
@@ -47,7 +48,7 @@ pub struct RunSettings {
     pub wait: Option<Duration>,
     pub coalesce: bool,
     pub coalesced_exit_code: i32,
-    pub keep_history: u32,
+    pub keep_history: Keep,
     /// The container engine the command hands its work to.
     pub containers: Option<Engine>,
     /// `--once-per` or `--window`, with `--window-attempts`.
@@ -212,6 +213,17 @@ impl RunSettings {
                 a.lease.trim()
             );
         }
+        let age = a
+            .keep_history_for
+            .as_deref()
+            .map(|v| duration("--keep-history-for/JOBRUN_KEEP_HISTORY_FOR", v))
+            .transpose()?;
+        if age.is_some_and(|d| d.is_zero()) {
+            bail!(
+                "--keep-history-for 0: the age limit must be longer than 0 (for the newest pass \
+                 only, use --keep-history 1)"
+            );
+        }
         Ok(RunSettings {
             max_idle,
             declared,
@@ -238,7 +250,10 @@ impl RunSettings {
             wait: (!wait.is_zero()).then_some(wait),
             coalesce: a.coalesce,
             coalesced_exit_code: a.coalesced_exit_code,
-            keep_history: a.keep_history,
+            keep_history: Keep {
+                passes: a.keep_history,
+                age,
+            },
             containers: a.containers.map(|c| match c {
                 crate::cli::ContainersArg::Docker => Engine::Docker,
                 crate::cli::ContainersArg::Podman => Engine::Podman,

@@ -237,7 +237,7 @@ fn windows_are_claimed_with_the_slot(s: &mut Subject) {
     s.store
         .release(
             &ka,
-            Some((&ended("w", "a", Outcome::Ok, &hour), 10)),
+            Some((&ended("w", "a", Outcome::Ok, &hour), super::Keep::last(10))),
             &s.pin,
         )
         .unwrap();
@@ -270,7 +270,10 @@ fn windows_are_claimed_with_the_slot(s: &mut Subject) {
         s.store
             .release(
                 &k,
-                Some((&ended("w", pass, Outcome::Failed, &key), 10)),
+                Some((
+                    &ended("w", pass, Outcome::Failed, &key),
+                    super::Keep::last(10),
+                )),
                 &s.pin,
             )
             .unwrap();
@@ -326,7 +329,11 @@ fn take_renew_release(s: &mut Subject) {
     assert!(!s.store.release(&stale, None, &s.pin).unwrap());
     assert!(s
         .store
-        .release(&a, Some((&record("j", Outcome::Ok), 10)), &s.pin)
+        .release(
+            &a,
+            Some((&record("j", Outcome::Ok), super::Keep::last(10))),
+            &s.pin
+        )
         .unwrap());
     assert!(!s.store.release(&a, None, &s.pin).unwrap());
     assert_eq!(renew(s, &Held::Lease(a)), Renewal::NotOurs);
@@ -640,7 +647,7 @@ fn kept_output_goes_with_its_pass(s: &mut Subject) {
     // Bytes as the command wrote them: NUL and bytes that are not UTF-8.
     let raw: &[u8] = b"\0\xff\x1b[1m tail\n";
     s.store
-        .record_pass(&pass("00000000000a"), 10, &s.pin)
+        .record_pass(&pass("00000000000a"), super::Keep::last(10), &s.pin)
         .unwrap();
     s.store
         .keep_output("o", "00000000000a", raw, 1 << 20)
@@ -648,7 +655,7 @@ fn kept_output_goes_with_its_pass(s: &mut Subject) {
     assert_eq!(kept(s, "00000000000a").as_deref(), Some(raw));
     // Past the store-wide cap the oldest goes first.
     s.store
-        .record_pass(&pass("00000000000b"), 10, &s.pin)
+        .record_pass(&pass("00000000000b"), super::Keep::last(10), &s.pin)
         .unwrap();
     s.store.keep_output("o", "00000000000b", raw, 15).unwrap();
     assert_eq!(kept(s, "00000000000a"), None);
@@ -660,7 +667,7 @@ fn kept_output_goes_with_its_pass(s: &mut Subject) {
     assert_eq!(kept(s, "00000000000c"), None);
     // Pruning history removes the output of the passes it removes.
     s.store
-        .record_pass(&pass("00000000000d"), 1, &s.pin)
+        .record_pass(&pass("00000000000d"), super::Keep::last(1), &s.pin)
         .unwrap();
     assert_eq!(kept(s, "00000000000b"), None);
     s.store
@@ -674,10 +681,10 @@ fn kept_output_goes_with_its_pass(s: &mut Subject) {
 fn history_is_pruned_per_job(s: &mut Subject) {
     for _ in 0..5 {
         s.store
-            .record_pass(&record("h", Outcome::Skipped), 3, &s.pin)
+            .record_pass(&record("h", Outcome::Skipped), super::Keep::last(3), &s.pin)
             .unwrap();
         s.store
-            .record_pass(&record("k", Outcome::Ok), 3, &s.pin)
+            .record_pass(&record("k", Outcome::Ok), super::Keep::last(3), &s.pin)
             .unwrap();
     }
     let q = |job: &str, outcome| HistoryQuery {
@@ -713,11 +720,11 @@ fn history_is_pruned_per_job(s: &mut Subject) {
 fn counters_outlive_pruning(s: &mut Subject) {
     for _ in 0..5 {
         s.store
-            .record_pass(&record("c", Outcome::Ok), 2, &s.pin)
+            .record_pass(&record("c", Outcome::Ok), super::Keep::last(2), &s.pin)
             .unwrap();
     }
     s.store
-        .record_pass(&record("c", Outcome::Failed), 2, &s.pin)
+        .record_pass(&record("c", Outcome::Failed), super::Keep::last(2), &s.pin)
         .unwrap();
     let counted = |s: &mut Subject, job: &str| -> Vec<(String, i64)> {
         s.store
@@ -743,7 +750,7 @@ fn counters_outlive_pruning(s: &mut Subject) {
     assert_eq!(counted(s, "c")[2], ("skipped".into(), 1));
     assert_eq!(counted(s, "c")[3], ("wait-expired".into(), 1));
     s.store
-        .record_pass(&record("c", Outcome::Ok), 1, &s.pin)
+        .record_pass(&record("c", Outcome::Ok), super::Keep::last(1), &s.pin)
         .unwrap();
     assert_eq!(
         counted(s, "c"),
@@ -761,7 +768,9 @@ fn counters_outlive_pruning(s: &mut Subject) {
     let mut ended = record("c", Outcome::Ok);
     ended.pass_id = "a".into();
     ended.token = Some(k.token);
-    s.store.release(&k, Some((&ended, 1)), &s.pin).unwrap();
+    s.store
+        .release(&k, Some((&ended, super::Keep::last(1))), &s.pin)
+        .unwrap();
     assert_eq!(
         counted(s, "c"),
         [
@@ -775,9 +784,113 @@ fn counters_outlive_pruning(s: &mut Subject) {
     assert_eq!(counted(s, "other"), []);
     assert!(matches!(s.store.forget("c").unwrap(), Forget::Forgotten));
     s.store
-        .record_pass(&record("c", Outcome::Ok), 1, &s.pin)
+        .record_pass(&record("c", Outcome::Ok), super::Keep::last(1), &s.pin)
         .unwrap();
     assert_eq!(counted(s, "c"), [("ok".into(), 1)]);
+}
+
+/// A job's figures count every pass in the transaction that records it:
+/// pruning, by number or by age, never lowers them; rows written by a
+/// jobrun that does not fold them are read meanwhile; a pass freed as
+/// abandoned that reaches its own end counts by how it ended too;
+/// forgetting a job forgets its figures.
+fn figures_outlive_pruning(s: &mut Subject) {
+    let at = |s: &mut Subject, job: &str| s.store.stats(&[job.into()]).unwrap().remove(job);
+    for ms in [10, 20, 30, 40] {
+        let mut p = record("f", Outcome::Ok);
+        p.duration_ms = ms;
+        s.store
+            .record_pass(&p, super::Keep::last(2), &s.pin)
+            .unwrap();
+        s.clock.advance(Duration::from_secs(1));
+    }
+    let mut failed = record("f", Outcome::Failed);
+    failed.duration_ms = 1000;
+    s.store
+        .record_pass(&failed, super::Keep::last(2), &s.pin)
+        .unwrap();
+    s.store
+        .record_pass(&record("f", Outcome::Skipped), super::Keep::last(2), &s.pin)
+        .unwrap();
+    let f = at(s, "f").expect("figures of f");
+    assert_eq!(
+        (f.ran, f.sum_ms, f.max_ms),
+        (5, 1100, 1000),
+        "six passes, two kept"
+    );
+    assert_eq!((f.percentile_ms(50), f.mean_ms()), (30, 220));
+    assert_eq!(f.last_duration_ms, Some(1000));
+    // The store's clock (real time, moved on): the last ok ended a second
+    // before the failure, which ran a second.
+    let (ok_at, failed_at) = (f.last_success_ms.unwrap(), f.last_failure_ms.unwrap());
+    assert!(
+        (1000..1500).contains(&(failed_at - ok_at)),
+        "{ok_at} {failed_at}"
+    );
+    assert_eq!(f.last_start_ms, Some(failed_at - 1000));
+    // A row written by a jobrun that does not fold: read meanwhile,
+    // folded by the next writer, never twice.
+    (s.forge)(
+        "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+         duration_ms, outcome) VALUES ('f', 'old', 9, 0, 'h', 1, 0, 0, 5000, 'ok')",
+    );
+    assert_eq!(at(s, "f").unwrap().max_ms, 5000);
+    s.store
+        .record_pass(&record("f", Outcome::Skipped), super::Keep::last(1), &s.pin)
+        .unwrap();
+    let f = at(s, "f").unwrap();
+    assert_eq!((f.ran, f.max_ms), (6, 5000));
+    // Abandoned, then its own end: counted both ways.
+    let k = take(s, "f", "a");
+    s.clock.advance(Duration::from_secs(1));
+    assert!(evict(s, &k, EvictIf::TokenMatches));
+    let mut ended = record("f", Outcome::Ok);
+    ended.pass_id = "a".into();
+    ended.token = Some(k.token);
+    s.store
+        .release(&k, Some((&ended, super::Keep::last(1))), &s.pin)
+        .unwrap();
+    let f = at(s, "f").unwrap();
+    assert_eq!(f.ran, 8, "abandoned and ok");
+    assert!(f.last_success_ms.unwrap() - failed_at >= 1000);
+    // By age: what ended longer ago than the limit goes, the newest stays.
+    let by_age = super::Keep {
+        passes: 1000,
+        age: Some(Duration::from_secs(10)),
+    };
+    let kept = |s: &mut Subject| {
+        let q = HistoryQuery {
+            job: Some("g".into()),
+            limit: 100,
+            ..HistoryQuery::default()
+        };
+        s.store.history(&q).unwrap().len()
+    };
+    s.store
+        .record_pass(&record("g", Outcome::Ok), by_age, &s.pin)
+        .unwrap();
+    s.clock.advance(Duration::from_secs(5));
+    s.store
+        .record_pass(&record("g", Outcome::Ok), by_age, &s.pin)
+        .unwrap();
+    assert_eq!(kept(s), 2);
+    s.clock.advance(Duration::from_secs(6));
+    s.store
+        .record_pass(&record("g", Outcome::Ok), by_age, &s.pin)
+        .unwrap();
+    assert_eq!(kept(s), 2, "the first ended 11 s ago");
+    s.clock.advance(Duration::from_secs(60));
+    s.store
+        .record_pass(&record("g", Outcome::Skipped), by_age, &s.pin)
+        .unwrap();
+    assert_eq!(kept(s), 1, "only the newest");
+    assert_eq!(at(s, "g").unwrap().ran, 3);
+    assert!(matches!(s.store.forget("f").unwrap(), Forget::Forgotten));
+    assert_eq!(at(s, "f"), None);
+    s.store
+        .record_pass(&record("f", Outcome::Ok), super::Keep::last(1), &s.pin)
+        .unwrap();
+    assert_eq!(at(s, "f").unwrap().ran, 1);
 }
 
 /// Whoever frees a pass records it, once: a holder that later reaches its
@@ -815,7 +928,10 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
     let mut ended = record("o", Outcome::Ok);
     ended.pass_id = "a".into();
     ended.token = Some(k.token);
-    assert!(!s.store.release(&k, Some((&ended, 10)), &s.pin).unwrap());
+    assert!(!s
+        .store
+        .release(&k, Some((&ended, super::Keep::last(10))), &s.pin)
+        .unwrap());
     let h = s.store.history(&q).unwrap();
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(h[0].outcome, Outcome::Ok);
@@ -833,6 +949,11 @@ fn once_per_window() {
 #[test]
 fn pass_counters_never_go_down() {
     both(counters_outlive_pruning);
+}
+
+#[test]
+fn figures_never_go_down() {
+    both(figures_outlive_pruning);
 }
 
 #[test]
@@ -927,13 +1048,17 @@ fn a_pass_is_not_recorded_in_another_database() {
     let Some(mut s) = postgres() else { return };
     let k = take(&mut s, "d", "a");
     let elsewhere = StorePin::Database("cluster/another".into());
-    let got = s
-        .store
-        .release(&k, Some((&record("d", Outcome::Ok), 10)), &elsewhere);
+    let got = s.store.release(
+        &k,
+        Some((&record("d", Outcome::Ok), super::Keep::last(10))),
+        &elsewhere,
+    );
     assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
-    let got = s
-        .store
-        .record_pass(&record("d", Outcome::Skipped), 10, &elsewhere);
+    let got = s.store.record_pass(
+        &record("d", Outcome::Skipped),
+        super::Keep::last(10),
+        &elsewhere,
+    );
     assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
     let q = HistoryQuery {
         job: Some("d".into()),

@@ -6,6 +6,7 @@
 //! store on its own clock and returned as offsets, so callers never compare
 //! their wall clock with another host's.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{Pause, PauseScope};
+use crate::policy::stats::Stats;
 use crate::policy::watch::Declared;
 use crate::policy::window::{WindowAsk, WindowRow};
 use crate::renewer::Renewal;
@@ -34,6 +36,7 @@ mod rows;
 mod schema;
 mod sql;
 pub mod sqlite;
+mod stats;
 mod steps;
 mod transitions;
 
@@ -336,6 +339,27 @@ pub struct Counter {
     pub passes: i64,
 }
 
+/// How much of a job's history a pass that records itself keeps: its
+/// last `passes` rows, and with `age`, only those that ended within it
+/// (the newest row always stays). Pruning never lowers a counter or a
+/// figure: rows are folded into them first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    pub passes: u32,
+    pub age: Option<Duration>,
+}
+
+impl Keep {
+    /// The last `n` passes, whatever their age.
+    #[cfg(test)]
+    pub fn last(n: u32) -> Keep {
+        Keep {
+            passes: n,
+            age: None,
+        }
+    }
+}
+
 /// Which passes `history` returns.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryQuery {
@@ -406,7 +430,7 @@ pub trait Store: Send {
     fn release(
         &mut self,
         key: &LeaseKey,
-        pass: Option<(&PassRecord, u32)>,
+        pass: Option<(&PassRecord, Keep)>,
         pin: &StorePin,
     ) -> Result<bool>;
     /// Remove a lease taken away by someone else (clear-locks, takeover),
@@ -417,17 +441,23 @@ pub trait Store: Send {
     fn leases(&mut self, jobs: &[String]) -> Result<Vec<LeaseRow>>;
     /// Every job the store knows (all when `jobs` is empty).
     fn jobs(&mut self, jobs: &[String]) -> Result<Vec<JobRow>>;
-    /// Record a pass and prune the job's history to its last `keep` passes,
+    /// Record a pass and prune the job's history to what `keep` keeps,
     /// into the store `pin` names only (`StoreError::NotPinned` otherwise).
-    fn record_pass(&mut self, pass: &PassRecord, keep: u32, pin: &StorePin) -> Result<()>;
+    fn record_pass(&mut self, pass: &PassRecord, keep: Keep, pin: &StorePin) -> Result<()>;
     /// The latest passes that match `q`, newest start first.
     fn history(&mut self, q: &HistoryQuery) -> Result<Vec<PassRecord>>;
     /// The passes of the named jobs (all when empty) by outcome, by job and
     /// outcome: the counters, and the history rows not counted yet.
     fn counters(&mut self, jobs: &[String]) -> Result<Vec<Counter>>;
+    /// The figures of the named jobs (all when empty) that have passes:
+    /// durations, their sketch, latest start, success and failure, over
+    /// every pass recorded (pruning never lowers them); one row per job
+    /// and the history rows not folded in yet.
+    fn stats(&mut self, jobs: &[String]) -> Result<BTreeMap<String, Stats>>;
     /// The store's clock now, and the latest `per_job` passes of each named
-    /// job (newest recorded first), each job's read by its own index.
-    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)>;
+    /// job (newest recorded first), one list per job in the order named,
+    /// each job's read by its own index.
+    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<Vec<PassRecord>>)>;
     /// Record progress (`jobrun touch`) of the pass `pass_id` holding a
     /// slot of `job` with `token`, on the store's clock.
     fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch>;

@@ -148,10 +148,10 @@ impl<B: Backend> SqlStore<B> {
         &mut self,
         jobs: &[String],
         per_job: u32,
-    ) -> Result<(i64, Vec<PassRecord>)> {
+    ) -> Result<(i64, Vec<Vec<PassRecord>>)> {
         self.backend.read(&mut |c| {
             let now = c.clock()?.now_ms;
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(jobs.len());
             for job in jobs {
                 let rows = c.query(
                     &format!(
@@ -159,7 +159,7 @@ impl<B: Backend> SqlStore<B> {
                     ),
                     &[job.as_str().into(), per_job.into()],
                 )?;
-                out.extend(rows.iter().map(pass_record));
+                out.push(rows.iter().map(pass_record).collect());
             }
             Ok((now, out))
         })

@@ -363,6 +363,19 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
                    output BYTEA NOT NULL); \
                    CREATE INDEX IF NOT EXISTS pass_output_by_job ON pass_output (job);",
     },
+    // per-job figures (`policy::stats`): passes that ran, their total and longest
+    // duration, a duration sketch (JSON pairs of bucket and passes), the latest start,
+    // success and failure, folded from
+    // history up to `job_stats.counted_id` by every writer of a history row (a job
+    // without a row is folded from its kept history by its next writer; a reader folds
+    // the rows after the mark itself); history by start and by outcome, for the
+    // listings and filtered summaries. Earlier readers never read them.
+    Step {
+        version: 12,
+        min_reader: 4,
+        sqlite: V12,
+        postgres: V12,
+    },
 ];
 
 const V9: &str = r#"
@@ -404,6 +417,23 @@ CREATE TABLE IF NOT EXISTS windows (
     PRIMARY KEY (job, window_key)
 );
 CREATE INDEX IF NOT EXISTS windows_by_pass ON windows (job, pass_id);
+"#;
+
+const V12: &str = r#"
+CREATE TABLE IF NOT EXISTS job_stats (
+    job TEXT PRIMARY KEY,
+    counted_id {int} NOT NULL,
+    ran {int} NOT NULL,
+    sum_ms {int} NOT NULL,
+    max_ms {int} NOT NULL,
+    last_duration_ms {int},
+    last_start_ms {int},
+    last_success_ms {int},
+    last_failure_ms {int},
+    durations TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_by_start ON history (started_ms);
+CREATE INDEX IF NOT EXISTS history_by_outcome ON history (outcome, started_ms);
 "#;
 
 /// Where a store's version is kept, for a step that is being applied: the

@@ -8,12 +8,14 @@ use super::rows::{
     PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Conn, Value};
-use super::{Acquire, AcquireRequest, PauseInfo, Result, StoreError, StorePin};
+use super::stats::{add_stats, fold_stats};
+use super::{Acquire, AcquireRequest, Keep, PauseInfo, Result, StoreError, StorePin};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
 use crate::policy::outcome::{Outcome, PassRecord};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Occupancy;
+use crate::policy::stats::{Part, Stats};
 use crate::policy::window::{self, Claim, WindowAsk, WindowRow};
 
 /// `WHERE` fragment selecting the named jobs, or all of them.
@@ -321,7 +323,7 @@ pub fn evict_all(
 /// job's lock (`fold_counters`); a pass that was counted as abandoned and
 /// reaches its own end is counted again by how it ended (a counter never
 /// goes down).
-pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i64) -> Result<()> {
+pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: i64) -> Result<()> {
     // Under the job's lock, rows are numbered and counted in turn: a row
     // another writer numbered earlier is never left behind the mark.
     let known = c.lock_job(&p.job)?.is_some();
@@ -380,15 +382,39 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<u32>, ended: i
         }
     } else if known {
         count_passes(c, &p.job, p.outcome.as_str(), 1)?;
+        // As the row holds it: on the store's clock.
+        let mut one = Stats::default();
+        one.add(Part::of(&PassRecord {
+            started_at_ms: started,
+            ended_at_ms: ended,
+            ..p.clone()
+        }));
+        add_stats(c, &p.job, &one, None)?;
     }
     if let Some(keep) = keep {
-        c.exec(
-            "DELETE FROM history WHERE job = $1 AND id <= \
-                 (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-            &[p.job.as_str().into(), keep.into()],
-        )?;
-        prune_output(c, Some(&p.job))?;
+        prune(c, &p.job, keep, ended)?;
     }
+    Ok(())
+}
+
+/// Prune the job's history to its last `keep.passes` rows and, with an
+/// age limit, to the rows that ended within it of `now` (store clock);
+/// the pass just recorded always stays. Called after the job's rows were
+/// folded into its counters and figures, which pruning never lowers.
+fn prune(c: &mut dyn Conn, job: &str, keep: Keep, now: i64) -> Result<()> {
+    c.exec(
+        "DELETE FROM history WHERE job = $1 AND id <= \
+             (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        &[job.into(), keep.passes.into()],
+    )?;
+    if let Some(age) = keep.age {
+        c.exec(
+            "DELETE FROM history WHERE job = $1 AND ended_ms < $2 \
+             AND id < (SELECT MAX(id) FROM history WHERE job = $1)",
+            &[job.into(), now.saturating_sub(millis(age)).into()],
+        )?;
+    }
+    prune_output(c, Some(job))?;
     Ok(())
 }
 
@@ -472,8 +498,9 @@ pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<Wait
 }
 
 /// Count the job's history rows recorded after its mark (`jobs.counted_id`)
-/// into its counters, and move the mark past them: the one place history
-/// becomes counters. Called under the job's lock by every writer of a
+/// into its counters, and move the mark past them; then fold them into
+/// its figures (`fold_stats`): the one place history becomes counters and
+/// figures. Called under the job's lock by every writer of a
 /// history row, before its row is pruned; rows an earlier jobrun recorded
 /// without counting them are folded in by the next writer.
 pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
@@ -497,7 +524,7 @@ pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
             &[job.into(), top.into()],
         )?;
     }
-    Ok(())
+    fold_stats(c, job)
 }
 
 /// Add `n` passes ended `outcome` to the job's counter, under the name

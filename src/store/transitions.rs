@@ -8,6 +8,7 @@
 //! interleave with another process doing the same. The clock is the
 //! store's, read inside the transaction.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::rows::{
@@ -15,6 +16,7 @@ use super::rows::{
     LEASE_COLS, PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Backend, Conn, Renew, RenewTarget, SqlStore, Value};
+use super::stats::{forget_stats, read_stats};
 use super::steps::{
     claim_window, declare, end_window, ensure_job, evict_all, evict_in, find_window, insert_pass,
     job_filter, meta, occupancy, pause_of, pauses_on, pinned_file, prune_output, still_pinned,
@@ -22,7 +24,7 @@ use super::steps::{
 };
 use super::{
     Acquire, AcquireRequest, Attempt, Claimed, Counter, Enqueue, Forget, Held, HistoryQuery,
-    JobRow, Result, Store, StorePin, Touch, ALL_JOBS,
+    JobRow, Keep, Result, Store, StorePin, Touch, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
@@ -30,6 +32,7 @@ use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, 
 use crate::policy::outcome::PassRecord;
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
+use crate::policy::stats::Stats;
 use crate::policy::window::WindowRow;
 use crate::renewer::Renewal;
 
@@ -86,7 +89,7 @@ impl<B: Backend> Store for SqlStore<B> {
     fn release(
         &mut self,
         key: &LeaseKey,
-        pass: Option<(&PassRecord, u32)>,
+        pass: Option<(&PassRecord, Keep)>,
         pin: &StorePin,
     ) -> Result<bool> {
         pinned_file(pin)?;
@@ -137,7 +140,7 @@ impl<B: Backend> Store for SqlStore<B> {
         self.read_jobs(jobs)
     }
 
-    fn record_pass(&mut self, p: &PassRecord, keep: u32, pin: &StorePin) -> Result<()> {
+    fn record_pass(&mut self, p: &PassRecord, keep: Keep, pin: &StorePin) -> Result<()> {
         pinned_file(pin)?;
         self.backend.write(&mut |c| {
             still_pinned(c, pin)?;
@@ -155,7 +158,11 @@ impl<B: Backend> Store for SqlStore<B> {
         self.read_counters(jobs)
     }
 
-    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<PassRecord>)> {
+    fn stats(&mut self, jobs: &[String]) -> Result<BTreeMap<String, Stats>> {
+        self.backend.read(&mut |c| read_stats(c, jobs))
+    }
+
+    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<Vec<PassRecord>>)> {
         self.read_recent(jobs, per_job)
     }
 
@@ -228,6 +235,7 @@ impl<B: Backend> Store for SqlStore<B> {
             c.exec("DELETE FROM pass_output WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM windows WHERE job = $1", &[job.into()])?;
             c.exec("DELETE FROM job_counters WHERE job = $1", &[job.into()])?;
+            forget_stats(c, job)?;
             c.exec("DELETE FROM jobs WHERE name = $1", &[job.into()])?;
             Ok(Forget::Forgotten)
         })

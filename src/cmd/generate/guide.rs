@@ -113,8 +113,10 @@ pub fn json_output(r: &mut Roff) {
              (`evidence`, naming what was asked: the pass's processes and, for a `run \
              --containers` pass, its containers; null for a ghost waiter); `window` is the \
              window of a `--once-per` or `--window` pass (null otherwise). The summary \
-             counts durations of the passes that ran a command, over the passes that match \
-             `--since` and `--outcome` (never only the `--limit` shown).",
+             counts durations of the passes that ran a command: of every pass recorded, \
+             pruned ones too (`p50_ms` and `p95_ms` from a sketch, within 1%), or with \
+             `--since` or `--outcome`, of the kept passes that match (never only the \
+             `--limit` shown).",
             either(&outcomes)
         ),
     );

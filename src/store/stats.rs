@@ -1,0 +1,159 @@
+//! The rows behind a job's figures (`policy::stats`): `job_stats`, one per
+//! job, with the mark of the last history row folded into it and its
+//! duration sketch (JSON pairs of bucket and passes). Writers fold history into them
+//! under the job's lock, in the transaction that writes the history row;
+//! readers add the rows after the mark themselves, so a figure is never
+//! behind what history holds (rows an earlier jobrun wrote without folding
+//! them, or a job not folded since the store learned to keep figures).
+
+use std::collections::BTreeMap;
+
+use super::rows::{pass_record, PASS_COLS};
+use super::sql::{Conn, Row};
+use super::steps::job_filter;
+use super::Result;
+use crate::policy::stats::{Part, Stats};
+
+const STATS_COLS: &str = "job, counted_id, ran, sum_ms, max_ms, last_duration_ms, \
+     last_start_ms, last_success_ms, last_failure_ms, durations";
+
+/// The sketch as stored: `[[bucket, passes], ...]`. One that does not read
+/// (written by someone else) is empty: the figures it held are lost, never
+/// made up.
+fn sketch_text(buckets: &BTreeMap<i64, i64>) -> String {
+    let pairs: Vec<[i64; 2]> = buckets.iter().map(|(b, n)| [*b, *n]).collect();
+    serde_json::to_string(&pairs).unwrap_or_else(|_| "[]".into())
+}
+
+fn sketch_of(text: &str) -> BTreeMap<i64, i64> {
+    serde_json::from_str::<Vec<[i64; 2]>>(text)
+        .map(|pairs| pairs.into_iter().map(|[b, n]| (b, n)).collect())
+        .unwrap_or_default()
+}
+
+fn stats_row(r: &Row) -> Stats {
+    Stats {
+        ran: r.int("ran"),
+        sum_ms: r.int("sum_ms"),
+        max_ms: r.int("max_ms"),
+        last_duration_ms: r.opt_int("last_duration_ms"),
+        last_start_ms: r.opt_int("last_start_ms"),
+        last_success_ms: r.opt_int("last_success_ms"),
+        last_failure_ms: r.opt_int("last_failure_ms"),
+        buckets: sketch_of(&r.text("durations")),
+    }
+}
+
+/// Fold the job's history rows after its mark into its figures and move
+/// the mark past them. Called under the job's lock.
+pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
+    let mark = c
+        .query(
+            "SELECT counted_id FROM job_stats WHERE job = $1",
+            &[job.into()],
+        )?
+        .first()
+        .map(|r| r.int("counted_id"));
+    let rows = c.query(
+        &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 AND id > $2 ORDER BY id"),
+        &[job.into(), mark.unwrap_or(0).into()],
+    )?;
+    let Some(top) = rows.last().map(|r| r.int("id")) else {
+        return Ok(());
+    };
+    let mut delta = Stats::default();
+    for r in &rows {
+        delta.add(Part::of(&pass_record(r)));
+    }
+    add_stats(c, job, &delta, Some(top))
+}
+
+/// Add `delta` (passes counted after those the job's figures hold) to the
+/// job's figures, moving its mark to `top` when given. Called under the
+/// job's lock.
+pub fn add_stats(c: &mut dyn Conn, job: &str, delta: &Stats, top: Option<i64>) -> Result<()> {
+    let found = c.query(
+        &format!("SELECT {STATS_COLS} FROM job_stats WHERE job = $1"),
+        &[job.into()],
+    )?;
+    let (mut stats, mark) = match found.first() {
+        Some(r) => (stats_row(r), Some(r.int("counted_id"))),
+        None => (Stats::default(), None),
+    };
+    stats.merge(delta);
+    let counted = mark.max(top).unwrap_or(0);
+    let values = [
+        job.into(),
+        counted.into(),
+        stats.ran.into(),
+        stats.sum_ms.into(),
+        stats.max_ms.into(),
+        stats.last_duration_ms.into(),
+        stats.last_start_ms.into(),
+        stats.last_success_ms.into(),
+        stats.last_failure_ms.into(),
+        sketch_text(&stats.buckets).into(),
+    ];
+    if mark.is_some() {
+        c.exec(
+            "UPDATE job_stats SET counted_id = $2, ran = $3, sum_ms = $4, max_ms = $5, \
+             last_duration_ms = $6, last_start_ms = $7, last_success_ms = $8, \
+             last_failure_ms = $9, durations = $10 WHERE job = $1",
+            &values,
+        )?;
+    } else {
+        c.exec(
+            &format!(
+                "INSERT INTO job_stats ({STATS_COLS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ),
+            &values,
+        )?;
+    }
+    Ok(())
+}
+
+/// The figures of the named jobs the store knows (all when empty), the
+/// history rows after each job's mark added.
+pub fn read_stats(c: &mut dyn Conn, jobs: &[String]) -> Result<BTreeMap<String, Stats>> {
+    let (filter, params) = job_filter("j.name", jobs, 1);
+    let mut out: BTreeMap<String, Stats> = BTreeMap::new();
+    for r in c.query(
+        &format!(
+            "SELECT s.job AS job, s.counted_id AS counted_id, s.ran AS ran, s.sum_ms AS sum_ms, \
+             s.max_ms AS max_ms, s.last_duration_ms AS last_duration_ms, \
+             s.last_start_ms AS last_start_ms, s.last_success_ms AS last_success_ms, \
+             s.last_failure_ms AS last_failure_ms, s.durations AS durations \
+             FROM job_stats s JOIN jobs j ON j.name = s.job WHERE {filter}"
+        ),
+        &params,
+    )? {
+        out.insert(r.text("job"), stats_row(&r));
+    }
+    let cols: Vec<String> = PASS_COLS
+        .split(',')
+        .map(|c| format!("h.{0} AS {0}", c.trim()))
+        .collect();
+    let after = c.query(
+        &format!(
+            "SELECT {} FROM jobs j LEFT JOIN job_stats s ON s.job = j.name \
+             CROSS JOIN history h WHERE h.job = j.name AND h.id > COALESCE(s.counted_id, 0) \
+             AND {filter} ORDER BY h.id",
+            cols.join(", ")
+        ),
+        &params,
+    )?;
+    for r in &after {
+        let p = pass_record(r);
+        let mut one = Stats::default();
+        one.add(Part::of(&p));
+        out.entry(p.job).or_default().merge(&one);
+    }
+    Ok(out)
+}
+
+/// Forget the job's figures (`forget`).
+pub fn forget_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
+    c.exec("DELETE FROM job_stats WHERE job = $1", &[job.into()])?;
+    Ok(())
+}
