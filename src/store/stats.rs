@@ -44,16 +44,22 @@ fn stats_row(r: &Row) -> Stats {
     }
 }
 
+/// The job's figures as stored, and their mark (`None`: no row yet).
+fn stored(c: &mut dyn Conn, job: &str) -> Result<(Stats, Option<i64>)> {
+    let found = c.query(
+        &format!("SELECT {STATS_COLS} FROM job_stats WHERE job = $1"),
+        &[job.into()],
+    )?;
+    Ok(match found.first() {
+        Some(r) => (stats_row(r), Some(r.int("counted_id"))),
+        None => (Stats::default(), None),
+    })
+}
+
 /// Fold the job's history rows after its mark into its figures and move
 /// the mark past them. Called under the job's lock.
 pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
-    let mark = c
-        .query(
-            "SELECT counted_id FROM job_stats WHERE job = $1",
-            &[job.into()],
-        )?
-        .first()
-        .map(|r| r.int("counted_id"));
+    let (stats, mark) = stored(c, job)?;
     let rows = c.query(
         &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 AND id > $2 ORDER BY id"),
         &[job.into(), mark.unwrap_or(0).into()],
@@ -65,21 +71,27 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     for r in &rows {
         delta.add(Part::of(&pass_record(r)));
     }
-    add_stats(c, job, &delta, Some(top))
+    save(c, job, stats, mark, &delta, Some(top))
 }
 
-/// Add `delta` (passes counted after those the job's figures hold) to the
-/// job's figures, moving its mark to `top` when given. Called under the
+/// Add `delta` (passes counted after those the job's figures hold, every
+/// row up to its mark folded) to the job's figures. Called under the
 /// job's lock.
-pub fn add_stats(c: &mut dyn Conn, job: &str, delta: &Stats, top: Option<i64>) -> Result<()> {
-    let found = c.query(
-        &format!("SELECT {STATS_COLS} FROM job_stats WHERE job = $1"),
-        &[job.into()],
-    )?;
-    let (mut stats, mark) = match found.first() {
-        Some(r) => (stats_row(r), Some(r.int("counted_id"))),
-        None => (Stats::default(), None),
-    };
+pub fn add_stats(c: &mut dyn Conn, job: &str, delta: &Stats) -> Result<()> {
+    let (stats, mark) = stored(c, job)?;
+    save(c, job, stats, mark, delta, None)
+}
+
+/// Write `stats` (as read, with its mark) with `delta` added, the mark
+/// moved to `top` when given.
+fn save(
+    c: &mut dyn Conn,
+    job: &str,
+    mut stats: Stats,
+    mark: Option<i64>,
+    delta: &Stats,
+    top: Option<i64>,
+) -> Result<()> {
     stats.merge(delta);
     let counted = mark.max(top).unwrap_or(0);
     let values = [

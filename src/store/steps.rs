@@ -330,6 +330,10 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: 
     if known {
         fold_counters(c, &p.job)?;
     }
+    // The figures fold every row after their mark once the row is written;
+    // a row updated in place (an abandoned pass reaching its own end) was
+    // folded as abandoned and is added again by how it ended.
+
     let started = if p.outcome == Outcome::Abandoned {
         p.started_at_ms
     } else {
@@ -379,9 +383,11 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: 
         )?;
         if known {
             fold_counters(c, &p.job)?;
+            fold_stats(c, &p.job)?;
         }
     } else if known {
         count_passes(c, &p.job, p.outcome.as_str(), 1)?;
+        fold_stats(c, &p.job)?;
         // As the row holds it: on the store's clock.
         let mut one = Stats::default();
         one.add(Part::of(&PassRecord {
@@ -389,7 +395,7 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: 
             ended_at_ms: ended,
             ..p.clone()
         }));
-        add_stats(c, &p.job, &one, None)?;
+        add_stats(c, &p.job, &one)?;
     }
     if let Some(keep) = keep {
         prune(c, &p.job, keep, ended)?;
@@ -498,9 +504,9 @@ pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<Wait
 }
 
 /// Count the job's history rows recorded after its mark (`jobs.counted_id`)
-/// into its counters, and move the mark past them; then fold them into
-/// its figures (`fold_stats`): the one place history becomes counters and
-/// figures. Called under the job's lock by every writer of a
+/// into its counters, and move the mark past them: the one place history
+/// becomes counters (`stats::fold_stats` is the one place it becomes
+/// figures). Called under the job's lock by every writer of a
 /// history row, before its row is pruned; rows an earlier jobrun recorded
 /// without counting them are folded in by the next writer.
 pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
@@ -524,7 +530,7 @@ pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
             &[job.into(), top.into()],
         )?;
     }
-    fold_stats(c, job)
+    Ok(())
 }
 
 /// Add `n` passes ended `outcome` to the job's counter, under the name
