@@ -271,7 +271,7 @@ mode_rss() {
 }
 
 mode_big() {
-  begin "History and status on a big store"
+  begin "History, status, check and metrics on a big store"
   local jobs=${BIG_JOBS:-1000} passes=${BIG_PASSES:-1000} db=$work/big.db
   export JOBRUN_DB=$db
   "$bin" run big.0 -- true 2>/dev/null
