@@ -81,4 +81,11 @@ fn link_order(here: &str) {
         );
         println!("cargo:rustc-link-arg-bin=jobrun=-Wl,--no-warn-symbol-ordering");
     }
+    // A position-dependent executable: the loader has no relocations to
+    // apply to the binary (6,000 of them, read from 150 KB of the file
+    // and written into 90 KB of its data) before main. The code stays
+    // position-independent; only its address is fixed.
+    if var("PROFILE") == "release" && var("TARGET") == "x86_64-unknown-linux-gnu" {
+        println!("cargo:rustc-link-arg-bin=jobrun=-no-pie");
+    }
 }
