@@ -61,7 +61,12 @@ trap cleanup EXIT
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(pass phases rss big contention)
 
-cargo build --release --quiet --bin jobrun --example floor --example bench-runner
+# The binary alone first, as `cargo build --release` (install, packages)
+# builds it: building the examples with it would unify the features of the
+# dev-dependencies into it, and change the symbols link/pass-symbols.txt
+# names (build.rs).
+cargo build --release --quiet --bin jobrun
+cargo build --release --quiet --example floor --example bench-runner
 bin=$PWD/target/release/jobrun
 floor=$PWD/target/release/examples/floor
 runner=$PWD/target/release/examples/bench-runner
