@@ -36,6 +36,7 @@ mod sql;
 pub mod sqlite;
 mod steps;
 mod transitions;
+pub mod writers;
 
 pub use handle::{Held, StoreHandle, StoreLease};
 pub use opened::OPEN_PAUSE_ENV;

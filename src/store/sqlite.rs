@@ -28,6 +28,7 @@ use rusqlite::{
 use super::opened;
 use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
+use super::writers::Writers;
 use super::{Result, StoreError};
 use crate::policy::lease::Clock;
 
@@ -113,6 +114,11 @@ pub struct SqliteBackend {
     /// time namespace): rows stamped on it are aged on the boot clock.
     /// Its write-ahead log, whose size tells whether it grew long.
     wal: PathBuf,
+    /// The writers' line every write transaction waits in (`writers`);
+    /// `None` where this user may not open it.
+    writers: Option<Writers>,
+    /// How long a write waits for its turn and SQLite's lock together.
+    patience: Duration,
     boot_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
@@ -181,6 +187,7 @@ impl SqliteStore {
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
         let checked = opened::check_files(path, mode)?;
+        let writers = Writers::open(path, &checked, mode).map_err(StoreError::Refused)?;
         crate::trace::mark("open.files");
         opened::open_pause();
         // URI parsing off: no SQLITE_OPEN_URI, and an absolute name (the
@@ -214,6 +221,8 @@ impl SqliteStore {
             conn,
             path: shown,
             wal: PathBuf::from(wal),
+            writers,
+            patience: busy,
             boot_id: crate::policy::lease::boot_clock(
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
@@ -425,6 +434,20 @@ impl SqliteBackend {
         f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
     ) -> Result<T> {
         let path = self.path.clone();
+        // A write waits its turn in the writers' line first, then for
+        // SQLite's lock (held by a writer outside the line, if any) with
+        // what is left of its patience; a turn not had by then leaves one
+        // try at SQLite's lock.
+        let mut turn = None;
+        if let (TransactionBehavior::Immediate, Some(line)) = (behavior, &self.writers) {
+            let asked = std::time::Instant::now();
+            turn = line.turn(asked + self.patience);
+            let left = match turn {
+                Some(_) => self.patience.saturating_sub(asked.elapsed()),
+                None => Duration::ZERO,
+            };
+            wait_politely(&mut self.conn, left).map_err(|e| map_err(&path, e))?;
+        }
         let tx = self
             .conn
             .transaction_with_behavior(behavior)
@@ -437,6 +460,7 @@ impl SqliteBackend {
         };
         let out = f(&mut conn)?;
         tx.commit().map_err(|e| map_err(&path, e))?;
+        drop(turn);
         Ok(out)
     }
 }
@@ -449,6 +473,7 @@ impl Backend for SqliteBackend {
     fn set_patience(&mut self, patience: Duration) {
         // Installing a handler only registers a callback; it cannot fail
         // on an open connection.
+        self.patience = patience;
         let _ = wait_politely(&mut self.conn, patience);
     }
 

@@ -295,3 +295,51 @@ fn clear_locks_removes_stray_lock_files_of_no_pass() {
     }
     drop(held);
 }
+
+/// A process holding the writers' line (`<store>-writers`) in its place:
+/// started in a group of its own, holding the lock (`flock(1)`) until
+/// killed; ready once it said so.
+fn hold_the_line(env: &TestEnv, name: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let ready = env.path(&format!("{name}.ready"));
+    let child = Command::new("flock")
+        .arg(format!("{}-writers", env.db))
+        .args(["-c", &format!("touch {}; exec sleep 60", ready.display())])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(WAIT, || ready.exists()),
+        "flock never held the line"
+    );
+    child
+}
+
+/// The writers' line only orders jobrun's writers: a holder killed in its
+/// turn loses it with its life, so the next pass writes at once; one that
+/// never lets go costs each write its patience (five seconds), then
+/// SQLite's own lock decides, and the write is made.
+#[test]
+fn a_killed_or_stuck_holder_of_the_writers_line_stops_no_write() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env).args(["run", "j", "--", "true"]).run();
+    let mut killed = hold_the_line(&env, "killed");
+    crate::support::kill(-(killed.id() as i32), libc::SIGKILL);
+    killed.wait().unwrap();
+    let t = std::time::Instant::now();
+    Jobrun::new(&env).args(["run", "j", "--", "true"]).run();
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+
+    let mut stuck = hold_the_line(&env, "stuck");
+    let t = std::time::Instant::now();
+    let paused = env.run(&["pause", "j"]);
+    let waited = t.elapsed();
+    crate::support::kill(-(stuck.id() as i32), libc::SIGKILL);
+    stuck.wait().unwrap();
+    assert_eq!(paused.status.code(), Some(0), "{}", text(&paused.stderr));
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(30),
+        "{waited:?}"
+    );
+    assert!(env.job("j").paused.is_some(), "the pause was written");
+}
