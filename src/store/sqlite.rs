@@ -43,7 +43,9 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Two connections checkpoint: a renewer's, after its commits
 /// (`Store::allow_checkpoints`: passive, for stores many passes share),
 /// and a pass's release (`Store::tidy`: the WAL emptied, for the pass that
-/// runs alone, whose successor would otherwise read it all back).
+/// runs alone, whose successor would otherwise read it all back). Neither
+/// checkpoints in its turn in the writers' line: a checkpoint syncs the
+/// WAL and the store to disk, and every writer behind would wait for it.
 pub const CHECKPOINT_PAGES: u32 = 128;
 
 /// A WAL emptied by a renewer's checkpoint is cut back to this size when
@@ -119,6 +121,8 @@ pub struct SqliteBackend {
     writers: Option<Writers>,
     /// How long a write waits for its turn and SQLite's lock together.
     patience: Duration,
+    /// Checkpoint after a write that leaves the WAL long (a renewer's).
+    checkpoints: bool,
     boot_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
@@ -187,7 +191,6 @@ impl SqliteStore {
             Err(e) => return Err(other(&format!("cannot create: {e}"))),
         }
         let checked = opened::check_files(path, mode)?;
-        let writers = Writers::open(path, &checked, mode).map_err(StoreError::Refused)?;
         crate::trace::mark("open.files");
         opened::open_pause();
         // URI parsing off: no SQLITE_OPEN_URI, and an absolute name (the
@@ -210,6 +213,9 @@ impl SqliteStore {
             e => e,
         })?;
         opened::same_file(&conn, &checked, path)?;
+        let store_md = checked
+            .metadata()
+            .map_err(|e| other(&format!("cannot inspect it: {e}")))?;
         drop(checked);
         wait_politely(&mut conn, busy).map_err(|e| map_err(&shown, e))?;
         // See CHECKPOINT_PAGES.
@@ -221,8 +227,9 @@ impl SqliteStore {
             conn,
             path: shown,
             wal: PathBuf::from(wal),
-            writers,
+            writers: None,
             patience: busy,
+            checkpoints: false,
             boot_id: crate::policy::lease::boot_clock(
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
@@ -242,6 +249,9 @@ impl SqliteStore {
                 other => break other?,
             }
         }
+        // Made once the store is known to be jobrun's: nothing is left
+        // beside a file that is refused.
+        backend.writers = Writers::open(path, &store_md, mode).map_err(StoreError::Refused)?;
         Ok(SqlStore { backend })
     }
 }
@@ -424,6 +434,14 @@ impl SqliteBackend {
         tx.commit().map_err(|e| map_err(&shown, e))
     }
 
+    /// The WAL holds `CHECKPOINT_PAGES` pages or more: a frame is a page
+    /// and its 24-byte header; the page size is SQLite's default, which
+    /// jobrun never changes.
+    fn wal_long(&self) -> bool {
+        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
+        std::fs::metadata(&self.wal).is_ok_and(|m| m.len() >= long)
+    }
+
     fn header(&self) -> Result<Header> {
         header_of(&self.conn).map_err(|e| map_err(&self.path, e))
     }
@@ -461,6 +479,13 @@ impl SqliteBackend {
         let out = f(&mut conn)?;
         tx.commit().map_err(|e| map_err(&path, e))?;
         drop(turn);
+        // Passive: it waits for no one, and writers go on meanwhile.
+        if self.checkpoints && matches!(behavior, TransactionBehavior::Immediate) && self.wal_long()
+        {
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
         Ok(out)
     }
 }
@@ -478,19 +503,26 @@ impl Backend for SqliteBackend {
     }
 
     fn allow_checkpoints(&mut self) {
-        let pragma = format!("PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}");
-        let _ = self.conn.execute_batch(&pragma);
+        self.checkpoints = true;
     }
 
     fn tidy(&mut self) {
-        // A WAL frame is a page and its 24-byte header; the page size is
-        // SQLite's default, which jobrun never changes.
-        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
-        if std::fs::metadata(&self.wal).map_or(true, |m| m.len() < long) {
+        if !self.wal_long() {
             return;
         }
+        // Only while no writer is in line: a TRUNCATE checkpoint takes
+        // SQLite's write lock and waits for readers, so under load it
+        // would stall every writer behind it (renewers checkpoint then).
+        let turn = match &self.writers {
+            Some(line) => match line.turn(std::time::Instant::now()) {
+                Some(turn) => Some(turn),
+                None => return,
+            },
+            None => None,
+        };
         let _ = wait_politely(&mut self.conn, TIDY_PATIENCE);
         let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+        drop(turn);
     }
 
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {

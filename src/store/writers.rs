@@ -104,7 +104,11 @@ impl Writers {
     /// refused is one line naming it. `Ok(None)` where the caller may not
     /// create or open it (a user who only reads the store): its writes, if
     /// any, are ordered by SQLite alone.
-    pub fn open(store: &Path, checked: &File, mode: u32) -> Result<Option<Writers>, String> {
+    pub fn open(
+        store: &Path,
+        owner: &std::fs::Metadata,
+        mode: u32,
+    ) -> Result<Option<Writers>, String> {
         use std::os::unix::fs::MetadataExt;
         let path = path_of(store);
         let made = OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_EXCL;
@@ -120,9 +124,6 @@ impl Writers {
         };
         if created {
             use std::os::unix::fs::PermissionsExt;
-            let owner = checked
-                .metadata()
-                .map_err(|e| format!("cannot inspect {}: {e}", store.display()))?;
             file.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
             let group = (mode & 0o020 != 0).then(|| owner.gid());
@@ -250,8 +251,8 @@ mod tests {
 
     fn line(dir: &Path) -> Writers {
         let store = dir.join("s.db");
-        let checked = File::create(&store).unwrap();
-        Writers::open(&store, &checked, 0o600).unwrap().unwrap()
+        let owner = File::create(&store).unwrap().metadata().unwrap();
+        Writers::open(&store, &owner, 0o600).unwrap().unwrap()
     }
 
     #[test]
