@@ -334,14 +334,20 @@ mode_contention() {
   begin "Contention: concurrent renewing passes on one SQLite store"
   say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms)."
   say
-  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | wall s |"
-  say "|---|---|---|---|---|---|---|---|"
-  local n dir db t0 started startfail failed lost late peak
+  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | WAL MiB | wall s |"
+  say "|---|---|---|---|---|---|---|---|---|"
+  local n dir db t0 started startfail failed lost late peak wal
+  # The knee: the most passes that ran with no late renewal, and the
+  # fewest whose renewals came late or lost their lease.
+  local calm="none" late_at="" lost_at=""
   for n in "${counts[@]}"; do
     dir=$work/contention-$n db=$work/contention-$n.db
     mkdir -p "$dir"
     JOBRUN_DB=$db "$bin" run "c.$n.0" -- true 2>/dev/null
     "$runner" watch "$db" "$dir/stop" >"$dir/peak" &
+    # The WAL's largest size while they run (a checkpoint starved by
+    # readers makes every read slower).
+    (w=0; while [ ! -e "$dir/stop" ]; do s=$(stat -c %s "$db-wal" 2>/dev/null || echo 0); [ "$s" -gt "$w" ] && w=$s; sleep 1; done; echo $((w / 1048576))) >"$dir/wal" &
     t0=$SECONDS
     # The runner starts them (a shell's forks would be most of the load)
     # and waits for them all.
@@ -352,11 +358,20 @@ mode_contention() {
     read -r startfail failed lost < <(tally "$dir")
     late=$(cat "$dir"/*.err | grep -c "warning: renewed" || true)
     peak=$(cat "$dir/peak")
-    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $((SECONDS - t0)) |"
+    wal=$(cat "$dir/wal")
+    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $wal | $((SECONDS - t0)) |"
+    if [ "$late" -eq 0 ] && [ "$lost" -eq 0 ] && [ "$startfail" -eq 0 ]; then
+      calm=$n
+    elif [ -z "$late_at" ]; then
+      late_at=$n
+    fi
+    if [ -z "$lost_at" ] && { [ "$lost" -gt 0 ] || [ "$startfail" -gt 0 ]; }; then lost_at=$n; fi
     if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ]; then
       echo "- at $n, first problem: \`$(cat "$dir"/*.err | grep -m1 -h "jobrun:" | sed "s|$work/||; s/\`/'/g" || true)\`" >>"$work/problems"
     fi
   done
+  say
+  say "Knee: all renewals on time up to $calm passes; late renewals (the warning line, \`renewal_late\` in status) from ${late_at:-none of these}; lost leases or failed starts from ${lost_at:-none of these}."
   say
   [ ! -f "$work/problems" ] || cat "$work/problems" >>"$section"
   say

@@ -248,6 +248,11 @@ impl StoreLease {
     /// The handle, back to its owner.
     pub fn into_store(mut self) -> StoreHandle {
         self.store.patience = self.owner_patience;
+        // A connection lent by its owner waits again as its owner's did
+        // (each renewal narrowed it to what was left of its window).
+        if let Some(conn) = self.store.conn.as_mut() {
+            conn.set_patience(self.owner_patience.min(super::sqlite::BUSY_TIMEOUT));
+        }
         self.store.checkpoints = false;
         self.store
     }

@@ -39,6 +39,7 @@ pub mod sqlite;
 mod stats;
 mod steps;
 mod transitions;
+pub mod writers;
 
 pub use handle::{Held, StoreHandle, StoreLease};
 pub use opened::OPEN_PAUSE_ENV;

@@ -28,6 +28,7 @@ use rusqlite::{
 use super::opened;
 use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
+use super::writers::Writers;
 use super::{Result, StoreError};
 use crate::policy::lease::Clock;
 
@@ -42,7 +43,9 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Two connections checkpoint: a renewer's, after its commits
 /// (`Store::allow_checkpoints`: passive, for stores many passes share),
 /// and a pass's release (`Store::tidy`: the WAL emptied, for the pass that
-/// runs alone, whose successor would otherwise read it all back).
+/// runs alone, whose successor would otherwise read it all back). Neither
+/// checkpoints in its turn in the writers' line: a checkpoint syncs the
+/// WAL and the store to disk, and every writer behind would wait for it.
 pub const CHECKPOINT_PAGES: u32 = 128;
 
 /// A WAL emptied by a renewer's checkpoint is cut back to this size when
@@ -113,6 +116,13 @@ pub struct SqliteBackend {
     /// time namespace): rows stamped on it are aged on the boot clock.
     /// Its write-ahead log, whose size tells whether it grew long.
     wal: PathBuf,
+    /// The writers' line every write transaction waits in (`writers`);
+    /// `None` where this user may not open it.
+    writers: Option<Writers>,
+    /// How long a write waits for its turn and SQLite's lock together.
+    patience: Duration,
+    /// Checkpoint after a write that leaves the WAL long (a renewer's).
+    checkpoints: bool,
     boot_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
@@ -203,6 +213,9 @@ impl SqliteStore {
             e => e,
         })?;
         opened::same_file(&conn, &checked, path)?;
+        let store_md = checked
+            .metadata()
+            .map_err(|e| other(&format!("cannot inspect it: {e}")))?;
         drop(checked);
         wait_politely(&mut conn, busy).map_err(|e| map_err(&shown, e))?;
         // See CHECKPOINT_PAGES.
@@ -214,6 +227,9 @@ impl SqliteStore {
             conn,
             path: shown,
             wal: PathBuf::from(wal),
+            writers: None,
+            patience: busy,
+            checkpoints: false,
             boot_id: crate::policy::lease::boot_clock(
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
@@ -233,6 +249,9 @@ impl SqliteStore {
                 other => break other?,
             }
         }
+        // Made once the store is known to be jobrun's: nothing is left
+        // beside a file that is refused.
+        backend.writers = Writers::open(path, &store_md, mode).map_err(StoreError::Refused)?;
         Ok(SqlStore { backend })
     }
 }
@@ -415,6 +434,14 @@ impl SqliteBackend {
         tx.commit().map_err(|e| map_err(&shown, e))
     }
 
+    /// The WAL holds `CHECKPOINT_PAGES` pages or more: a frame is a page
+    /// and its 24-byte header; the page size is SQLite's default, which
+    /// jobrun never changes.
+    fn wal_long(&self) -> bool {
+        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
+        std::fs::metadata(&self.wal).is_ok_and(|m| m.len() >= long)
+    }
+
     fn header(&self) -> Result<Header> {
         header_of(&self.conn).map_err(|e| map_err(&self.path, e))
     }
@@ -425,6 +452,20 @@ impl SqliteBackend {
         f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
     ) -> Result<T> {
         let path = self.path.clone();
+        // A write waits its turn in the writers' line first, then for
+        // SQLite's lock (held by a writer outside the line, if any) with
+        // what is left of its patience; a turn not had by then leaves one
+        // try at SQLite's lock.
+        let mut turn = None;
+        if let (TransactionBehavior::Immediate, Some(line)) = (behavior, &self.writers) {
+            let asked = std::time::Instant::now();
+            turn = line.turn(asked + self.patience);
+            let left = match turn {
+                Some(_) => self.patience.saturating_sub(asked.elapsed()),
+                None => Duration::ZERO,
+            };
+            wait_politely(&mut self.conn, left).map_err(|e| map_err(&path, e))?;
+        }
         let tx = self
             .conn
             .transaction_with_behavior(behavior)
@@ -437,6 +478,14 @@ impl SqliteBackend {
         };
         let out = f(&mut conn)?;
         tx.commit().map_err(|e| map_err(&path, e))?;
+        drop(turn);
+        // Passive: it waits for no one, and writers go on meanwhile.
+        if self.checkpoints && matches!(behavior, TransactionBehavior::Immediate) && self.wal_long()
+        {
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
         Ok(out)
     }
 }
@@ -449,23 +498,31 @@ impl Backend for SqliteBackend {
     fn set_patience(&mut self, patience: Duration) {
         // Installing a handler only registers a callback; it cannot fail
         // on an open connection.
+        self.patience = patience;
         let _ = wait_politely(&mut self.conn, patience);
     }
 
     fn allow_checkpoints(&mut self) {
-        let pragma = format!("PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}");
-        let _ = self.conn.execute_batch(&pragma);
+        self.checkpoints = true;
     }
 
     fn tidy(&mut self) {
-        // A WAL frame is a page and its 24-byte header; the page size is
-        // SQLite's default, which jobrun never changes.
-        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
-        if std::fs::metadata(&self.wal).map_or(true, |m| m.len() < long) {
+        if !self.wal_long() {
             return;
         }
+        // Only while no writer is in line: a TRUNCATE checkpoint takes
+        // SQLite's write lock and waits for readers, so under load it
+        // would stall every writer behind it (renewers checkpoint then).
+        let turn = match &self.writers {
+            Some(line) => match line.turn(std::time::Instant::now()) {
+                Some(turn) => Some(turn),
+                None => return,
+            },
+            None => None,
+        };
         let _ = wait_politely(&mut self.conn, TIDY_PATIENCE);
         let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+        drop(turn);
     }
 
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {

@@ -316,6 +316,26 @@ fn a_symlink_planted_as_the_wal_is_refused() {
     assert!(!env.path("ran").exists());
 }
 
+/// The writers' line beside the store (`<store>-writers`) is judged as the
+/// store's other files: a symlink planted there is refused with one line
+/// naming it, and its target is never created, opened or locked.
+#[test]
+fn a_symlink_planted_as_the_writers_line_is_refused() {
+    let env = TestEnv::sqlite();
+    assert_eq!(env.run(&["run", "j", "--", "true"]).status.code(), Some(0));
+    let line = format!("{}-writers", env.db);
+    fs::remove_file(&line).unwrap();
+    let victim = env.path("victim");
+    symlink(&victim, &line).unwrap();
+    Jobrun::new(&env)
+        .args(["run", "j", "--", "touch", "ran"])
+        .refused()
+        .stderr_contains_all(&[&line, "symbolic link"])
+        .run();
+    assert!(!victim.exists(), "the symlink's target was created");
+    assert!(!env.path("ran").exists());
+}
+
 #[test]
 fn a_store_owned_by_another_user_is_refused() {
     let Some(user) = TempUser::create("s") else {

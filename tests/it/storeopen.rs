@@ -2,7 +2,9 @@
 //! PostgreSQL string, nothing else; the store's directory is judged; what
 //! SQLite opens is what was checked; a start that fails (a full disk)
 //! leaves nothing behind, and `clear-locks --all` removes lock files of no
-//! pass that a crash or an earlier jobrun left.
+//! pass that a crash or an earlier jobrun left. The writers' line beside
+//! the store orders writers and never stops one; a renewal held up in it
+//! is shown late while its lease holds.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -294,4 +296,87 @@ fn clear_locks_removes_stray_lock_files_of_no_pass() {
         assert!(kept.exists(), "{} was removed", kept.display());
     }
     drop(held);
+}
+
+/// A process holding the writers' line (`<store>-writers`) in its place:
+/// started in a group of its own, holding the lock (`flock(1)`) until
+/// killed; ready once it said so.
+fn hold_the_line(env: &TestEnv, name: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let ready = env.path(&format!("{name}.ready"));
+    let child = Command::new("flock")
+        .arg(format!("{}-writers", env.db))
+        .args(["-c", &format!("touch {}; exec sleep 60", ready.display())])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(WAIT, || ready.exists()),
+        "flock never held the line"
+    );
+    child
+}
+
+/// The writers' line only orders jobrun's writers: a holder killed in its
+/// turn loses it with its life, so the next pass writes at once; one that
+/// never lets go costs each write its patience (five seconds), then
+/// SQLite's own lock decides, and the write is made.
+#[test]
+fn a_killed_or_stuck_holder_of_the_writers_line_stops_no_write() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env).args(["run", "j", "--", "true"]).run();
+    let mut killed = hold_the_line(&env, "killed");
+    crate::support::kill(-(killed.id() as i32), libc::SIGKILL);
+    killed.wait().unwrap();
+    let t = std::time::Instant::now();
+    Jobrun::new(&env).args(["run", "j", "--", "true"]).run();
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+
+    let mut stuck = hold_the_line(&env, "stuck");
+    let t = std::time::Instant::now();
+    let paused = env.run(&["pause", "j"]);
+    let waited = t.elapsed();
+    crate::support::kill(-(stuck.id() as i32), libc::SIGKILL);
+    stuck.wait().unwrap();
+    assert_eq!(paused.status.code(), Some(0), "{}", text(&paused.stderr));
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(30),
+        "{waited:?}"
+    );
+    assert!(env.job("j").paused.is_some(), "the pause was written");
+}
+
+/// Past the knee of a busy store, renewals come late: a renewal waiting in
+/// the writers' line shows in `status` (`renewal_late`, "renewal late
+/// (store busy)") while the lease still holds, lands inside its window,
+/// and the pass says so once, with no loss.
+#[test]
+fn a_renewal_held_up_in_line_is_shown_late_and_keeps_the_lease() {
+    let env = TestEnv::sqlite();
+    let pass = crate::support::start_pass(&env, "j", "pass", "3s", &[]);
+    let mut line = hold_the_line(&env, "line");
+    let late = wait_until(WAIT, || env.slot("j").renewal_late);
+    let shown = text(&env.run(&["status"]).stdout);
+    crate::support::kill(-(line.id() as i32), libc::SIGKILL);
+    line.wait().unwrap();
+    assert!(
+        late,
+        "status never showed the renewal late: {:?}",
+        env.slot("j")
+    );
+    assert!(shown.contains("renewal late (store busy)"), "{shown}");
+    // One renewal more lands in line: the late one is behind it.
+    let renewed = env.slot("j").renewed_ago_ms;
+    assert!(
+        wait_until(WAIT, || env.slot("j").renewed_ago_ms < renewed),
+        "no renewal after the line was free"
+    );
+    fs::write(env.path("pass.stop"), "").unwrap();
+    assert_eq!(env.wait_exit(pass.wrapper, WAIT), Some(0));
+    let said = env.stderr_of("pass");
+    assert!(
+        said.contains("warning: renewed") && said.contains("the lease holds"),
+        "{said}"
+    );
+    assert!(!said.contains("lease lost"), "{said}");
 }

@@ -246,6 +246,7 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
     use crate::files::{HOLDER_LOCK_SUFFIX, SPOOL_SUFFIX};
     use crate::settings::{DEFAULT_ROOT_DB, STATE_HOME_DEFAULT, USER_DB};
     use crate::store::sqlite::SIDE_FILES;
+    use crate::store::writers::WRITERS_SUFFIX;
     use crate::store::HOLDERS_SUFFIX;
     let holders = format!("{STORE}.{HOLDERS_SUFFIX}/");
     vec![
@@ -267,6 +268,16 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
                 "SQLite's write-ahead log and its index, beside a SQLite store {{{STORE}}} \
                  (the store's path)."
             ),
+        ),
+        (
+            vec![format!("{STORE}{WRITERS_SUFFIX}")],
+            "The writers' line of a SQLite store, made with it: every write transaction \
+             of jobrun takes a kernel lock on it first and drops it after its commit, so \
+             that a freed write lock passes to the next writer at once (thousands of \
+             passes renewing through one store wait in the kernel, not in naps). It \
+             orders writers only: SQLite's own lock still guards every write, a killed \
+             holder's lock goes with it, and readers never take it."
+                .into(),
         ),
         (
             vec![holders.clone()],

@@ -10,7 +10,6 @@ use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared
 use crate::capture::{Capture, Reading, Spooled};
 use crate::clock::now_ms;
 use crate::cmd::{holder_name, judge_lease, judged};
-use crate::evidence::StoreReach;
 use crate::exit;
 use crate::hook::{self, EndVars, PassVars, StartHook};
 use crate::policy::coalesce::{self, Invocation};
@@ -467,16 +466,13 @@ impl Holding {
                 return Err(e).context("cannot read the command's output");
             }
         };
-        // On PostgreSQL the pass's connection serves its renewer and comes
-        // back for the release: a fleet pass costs the server one
-        // connection at most, and none between renewals far apart. On
-        // SQLite the renewer opens its own, with its own busy timeout.
-        let fleet = ctx.store.spec().reach() == StoreReach::Fleet;
-        let renewer_store = if fleet {
-            ctx.store.lend()
-        } else {
-            ctx.store.fresh()
-        };
+        // The pass's connection serves its renewer and comes back for the
+        // release: a fleet pass costs the server one connection at most,
+        // and none between renewals far apart; a SQLite pass opens the
+        // store once, and the kernel keeps one connection's file locks
+        // for it, not two (every lock taken on the store's files walks
+        // all of them: with thousands of passes, much of a renewal).
+        let renewer_store = ctx.store.lend();
         // On record with the slot: let it exec, with its fencing token.
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
@@ -525,7 +521,7 @@ impl Holding {
         // that left the group (a daemon) and holds the pipe is not waited for.
         let spooled = reading.map(Reading::finish);
         let (renewer_exit, lent) = renewer.stop();
-        if let (true, Some(lease)) = (fleet, lent) {
+        if let Some(lease) = lent {
             ctx.store = lease.into_store();
         }
         if let Some(e) = exec_failed {
