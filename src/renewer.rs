@@ -700,7 +700,10 @@ mod tests {
         let r = Renewer::deferred(fake.clone(), cfg(LONG), |_| {});
         assert!(r.due().is_some_and(|at| at > Instant::now() + LONG / 2));
         let (exit, back) = r.stop();
-        assert_eq!((exit, back.is_some(), fake.calls()), (RenewerExit::Stopped, true, 0));
+        assert_eq!(
+            (exit, back.is_some(), fake.calls()),
+            (RenewerExit::Stopped, true, 0)
+        );
 
         let mut r = Renewer::deferred(fake.clone(), cfg(Duration::from_millis(1)), |_| {});
         r.start().unwrap();
