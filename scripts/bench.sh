@@ -193,8 +193,8 @@ mode_phases() {
       open) what="opening: pass id, holder lock, environment" ;;
       fork) what="forking the held command" ;;
       take) what="the take transaction" ;;
-      gate) what="releasing the command to exec; child and renewer threads" ;;
-      child) what="the command runs (exec of true)" ;;
+      gate) what="releasing the command to exec (no thread: the renewer's starts at its first tick)" ;;
+      child) what="the command runs (exec of true), its exit noticed on SIGCHLD" ;;
       group) what="what is left of its process group; reaping" ;;
       release) what="the release transaction (with its history row)" ;;
       exit) what="exit" ;;

@@ -48,6 +48,17 @@ pub fn main() -> i32 {
     code
 }
 
+/// The command line: `jobrun run ...` through `RunOnly`, which builds only
+/// `run`'s parser; anything else, and every error, as `Cli` has it.
+fn parse() -> Result<Cli, clap::Error> {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+        if let Ok(r) = cli::RunOnly::try_parse() {
+            return Ok(r.into());
+        }
+    }
+    Cli::try_parse()
+}
+
 fn run_main() -> i32 {
     // One malloc arena: the wrapper's few threads (signals, child, renewer)
     // allocate little, and an arena each would add to the resident memory
@@ -56,7 +67,7 @@ fn run_main() -> i32 {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
@@ -303,14 +314,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         // A plugin answers UNKNOWN, on stdout, for whatever keeps it from
         // judging.
         let choice = clock::check_skew()
-            .and_then(|_| settings::store(cli.db.as_deref(), cli.db_mode.as_deref()));
+            .and_then(|_| settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref()));
         return Ok(match choice {
             Ok(choice) => cmd::check::run(&choice, a),
             Err(e) => cmd::check::unknown(&format!("{e:#}")),
         });
     }
     clock::check_skew()?;
-    let choice = settings::store(cli.db.as_deref(), cli.db_mode.as_deref())?;
+    let choice = settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref())?;
     let spec = choice.spec.clone();
     match cli.command {
         Command::Run(a) => {

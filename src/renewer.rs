@@ -98,40 +98,121 @@ impl fmt::Debug for Log {
 
 /// A running renewer of `R`; stopping it hands `R` back.
 pub struct Renewer<R> {
-    stop: Sender<()>,
-    handle: JoinHandle<(RenewerExit, R)>,
+    state: State<R>,
+}
+
+/// A renewer's thread is started only when its first renewal is due
+/// (`deferred`): a pass whose command ends before that never starts one.
+enum State<R> {
+    Due {
+        target: R,
+        cfg: RenewerConfig,
+        on_exit: Box<dyn FnOnce(RenewerExit) + Send>,
+        at: Instant,
+    },
+    Running {
+        stop: Sender<()>,
+        handle: JoinHandle<(RenewerExit, R)>,
+    },
 }
 
 impl<R: Renewable + 'static> Renewer<R> {
-    /// Start renewing. `on_exit` runs on the renewer thread when it stops
-    /// by itself (lease lost, max hold), never when its owner stops it.
-    pub fn spawn<F>(mut target: R, cfg: RenewerConfig, on_exit: F) -> std::io::Result<Renewer<R>>
+    /// Start renewing at once (`deferred`, then `start`).
+    #[cfg(test)]
+    pub fn spawn<F>(target: R, cfg: RenewerConfig, on_exit: F) -> std::io::Result<Renewer<R>>
     where
         F: FnOnce(RenewerExit) + Send + 'static,
     {
+        let mut r = Renewer::deferred(target, cfg, on_exit);
+        r.start()?;
+        Ok(r)
+    }
+
+    /// A renewer whose thread starts only when its owner calls `start`,
+    /// which it does at `due` (the first tick, drawn now) or whenever it
+    /// needs the renewals to go on without it. `on_exit` runs on the
+    /// renewer thread when it stops by itself (lease lost, max hold),
+    /// never when its owner stops it.
+    pub fn deferred<F>(target: R, cfg: RenewerConfig, on_exit: F) -> Renewer<R>
+    where
+        F: FnOnce(RenewerExit) + Send + 'static,
+    {
+        let at = Instant::now() + jittered_tick(cfg.interval);
+        Renewer {
+            state: State::Due {
+                target,
+                cfg,
+                on_exit: Box::new(on_exit),
+                at,
+            },
+        }
+    }
+
+    /// When its thread must start: `None` once it runs.
+    pub fn due(&self) -> Option<Instant> {
+        match &self.state {
+            State::Due { at, .. } => Some(*at),
+            State::Running { .. } => None,
+        }
+    }
+
+    /// Start its thread (once; its first renewal at the tick drawn when it
+    /// was made). On failure nothing changed: it may be started again.
+    pub fn start(&mut self) -> std::io::Result<()> {
+        let State::Due { at, .. } = self.state else {
+            return Ok(());
+        };
         let (stop, stopped) = mpsc::channel::<()>();
+        // What it renews is handed to the thread once it runs: a thread
+        // that cannot be made leaves it here.
+        let (tx_run, rx_run) = mpsc::channel::<(R, RenewerConfig, OnExit)>();
         let handle = std::thread::Builder::new()
             .name("jobrun-renewer".into())
             .spawn(move || {
-                let exit = renew_until_done(&mut target, &cfg, &mut StopChannel(stopped));
+                let Ok((mut target, cfg, on_exit)) = rx_run.recv() else {
+                    unreachable!("a started renewer is always given its lease")
+                };
+                let mut ticker = StopChannel {
+                    stop: stopped,
+                    first: Some(at),
+                };
+                let exit = renew_until_done(&mut target, &cfg, &mut ticker);
                 if exit != RenewerExit::Stopped {
                     on_exit(exit);
                 }
                 (exit, target)
             })?;
-        Ok(Renewer { stop, handle })
+        let running = State::Running { stop, handle };
+        let State::Due {
+            target,
+            cfg,
+            on_exit,
+            ..
+        } = std::mem::replace(&mut self.state, running)
+        else {
+            unreachable!("checked above")
+        };
+        let _ = tx_run.send((target, cfg, on_exit));
+        Ok(())
     }
 
-    /// Stop renewing, wait for the thread to end, and take back what it
-    /// renewed (`None` only if the thread panicked).
+    /// Stop renewing, wait for the thread to end (if it was started), and
+    /// take back what it renewed (`None` only if the thread panicked).
     pub fn stop(self) -> (RenewerExit, Option<R>) {
-        let _ = self.stop.send(());
-        match self.handle.join() {
-            Ok((exit, target)) => (exit, Some(target)),
-            Err(_) => (RenewerExit::Stopped, None),
+        match self.state {
+            State::Due { target, .. } => (RenewerExit::Stopped, Some(target)),
+            State::Running { stop, handle } => {
+                let _ = stop.send(());
+                match handle.join() {
+                    Ok((exit, target)) => (exit, Some(target)),
+                    Err(_) => (RenewerExit::Stopped, None),
+                }
+            }
         }
     }
 }
+
+type OnExit = Box<dyn FnOnce(RenewerExit) + Send>;
 
 /// The renewer's clock: how it waits for the next tick and what time it
 /// is.
@@ -141,17 +222,27 @@ pub trait Ticker {
     fn now(&self) -> Instant;
 }
 
+/// One tick of `interval`, jittered.
+fn jittered_tick(interval: Duration) -> Duration {
+    let r = crate::random::bytes::<2>().map_or(u16::MAX / 2, u16::from_le_bytes);
+    renew_tick(interval, r)
+}
+
 /// A pass's ticker: the monotonic clock, and a channel its owner stops it
-/// through (a dropped sender stops it too).
-struct StopChannel(Receiver<()>);
+/// through (a dropped sender stops it too). Its first tick is the instant
+/// drawn when the renewer was made.
+struct StopChannel {
+    stop: Receiver<()>,
+    first: Option<Instant>,
+}
 
 impl Ticker for StopChannel {
     fn wait(&mut self, interval: Duration) -> bool {
-        let r = crate::random::bytes::<2>().map_or(u16::MAX / 2, u16::from_le_bytes);
-        matches!(
-            self.0.recv_timeout(renew_tick(interval, r)),
-            Err(RecvTimeoutError::Timeout)
-        )
+        let wait = match self.first.take() {
+            Some(at) => at.saturating_duration_since(Instant::now()),
+            None => jittered_tick(interval),
+        };
+        matches!(self.stop.recv_timeout(wait), Err(RecvTimeoutError::Timeout))
     }
     fn now(&self) -> Instant {
         Instant::now()
@@ -588,5 +679,40 @@ mod tests {
         assert_eq!(fake.calls(), 0, "stopped before its first tick");
         assert!(seen.try_recv().is_err(), "an owner's stop is not reported");
         assert_eq!(said.lock().unwrap().len(), 1, "a stop says nothing");
+    }
+
+    /// A deferred renewer costs no thread until its owner starts it: one
+    /// stopped before then hands its lease back untouched; once started it
+    /// renews at the tick drawn when it was made.
+    #[test]
+    fn a_deferred_renewer_runs_only_once_started() {
+        let (log, _) = kept();
+        let cfg = |interval| RenewerConfig {
+            label: "test".into(),
+            interval,
+            lease: LEASE,
+            max_hold: LONG,
+            taken: Instant::now(),
+            max_idle: None,
+            log: log.clone(),
+        };
+        let fake = FakeLease::answering(Some(Renewal::Renewed), vec![]);
+        let r = Renewer::deferred(fake.clone(), cfg(LONG), |_| {});
+        assert!(r.due().is_some_and(|at| at > Instant::now() + LONG / 2));
+        let (exit, back) = r.stop();
+        assert_eq!(
+            (exit, back.is_some(), fake.calls()),
+            (RenewerExit::Stopped, true, 0)
+        );
+
+        let mut r = Renewer::deferred(fake.clone(), cfg(Duration::from_millis(1)), |_| {});
+        r.start().unwrap();
+        assert_eq!(r.due(), None);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while fake.calls() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(fake.calls() >= 2, "renews once started");
+        assert_eq!(r.stop().0, RenewerExit::Stopped);
     }
 }

@@ -62,7 +62,7 @@ pub fn taken_over() -> &'static [i32] {
 }
 
 /// Whether `sig` is ignored now, read without changing it.
-fn ignored_now(sig: i32) -> bool {
+pub fn ignored_now(sig: i32) -> bool {
     // SAFETY: a zeroed sigaction is a valid out-parameter; a null new
     // action only reads the disposition.
     unsafe {

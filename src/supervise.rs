@@ -13,16 +13,18 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use nix::sys::wait::{waitid, Id, WaitPidFlag};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::exit;
 use crate::process::{self, Group};
 use crate::report::{Level, Log};
 use crate::signal::{signal_group, PassGroup};
-use crate::spawn::{taken_over, RunningChild};
+use crate::spawn::{ignored_now, taken_over, RunningChild};
 
 /// Everything the owner of the child reacts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,19 +40,34 @@ pub enum Event {
     Wake,
 }
 
+/// The child whose exit the signal thread notices on SIGCHLD (0: none),
+/// and whether that thread takes SIGCHLD at all.
+static WATCHED: AtomicI32 = AtomicI32::new(0);
+static ON_SIGCHLD: AtomicBool = AtomicBool::new(false);
+
 /// Route the forwarded signals jobrun takes over (`spawn::takes_over`: all
 /// but one its caller ignored, TERM always) to `events`. Call this before
 /// spawning anything: a signal that arrives early is then queued, not
 /// fatal, and because the handlers are real handlers (not SIG_IGN), exec
-/// resets them to default in the child.
+/// resets them to default in the child. The same thread takes SIGCHLD, so
+/// that the child's exit needs no thread of its own (`watch_exit`), unless
+/// the caller ignored SIGCHLD: the command then inherits that unchanged.
 pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
     // Read what the caller ignored before any handler replaces it.
     let mut signals = Signals::new(taken_over())?;
+    if !ignored_now(SIGCHLD) {
+        signals.add_signal(SIGCHLD)?;
+        ON_SIGCHLD.store(true, Ordering::SeqCst);
+    }
     std::thread::Builder::new()
         .name("jobrun-signals".into())
         .spawn(move || {
             for s in signals.forever() {
-                if events.send(Event::Signal(s)).is_err() {
+                let sent = match s {
+                    SIGCHLD => notice_exit(&events),
+                    _ => events.send(Event::Signal(s)).is_ok(),
+                };
+                if !sent {
                     break;
                 }
             }
@@ -58,8 +75,45 @@ pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
     Ok(())
 }
 
-/// Notice the child's exit without reaping it, and say so on `events`.
+/// On SIGCHLD (and once when the watch starts): if the watched child has
+/// exited, say so on `events`, exactly once. `false` when nobody listens.
+fn notice_exit(events: &Sender<Event>) -> bool {
+    let pid = WATCHED.load(Ordering::SeqCst);
+    if pid == 0 || !exited(pid) {
+        return true;
+    }
+    if WATCHED
+        .compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return true;
+    }
+    events.send(Event::ChildExited).is_ok()
+}
+
+/// Whether child `pid` has exited, without reaping it (no longer our child
+/// counts as exited, as a blocking wait would end).
+fn exited(pid: i32) -> bool {
+    let how = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
+    loop {
+        match waitid(Id::Pid(Pid::from_raw(pid)), how) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(WaitStatus::StillAlive) => return false,
+            _ => return true,
+        }
+    }
+}
+
+/// Notice the child's exit without reaping it, and say so on `events`:
+/// from the signal thread when it takes SIGCHLD, else from a thread that
+/// waits for it.
 pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
+    if ON_SIGCHLD.load(Ordering::SeqCst) {
+        WATCHED.store(pid as i32, Ordering::SeqCst);
+        // It may have exited before it was watched.
+        notice_exit(&events);
+        return Ok(());
+    }
     std::thread::Builder::new()
         .name("jobrun-child".into())
         .spawn(move || {
@@ -139,6 +193,13 @@ pub struct Stopping {
     pub timeout: Option<(Instant, Duration)>,
 }
 
+/// What the owner of the child does once, at `at`, while the child runs
+/// (a pass starts its renewer's thread when the first renewal is due).
+pub struct Due<'a> {
+    pub at: Instant,
+    pub run: &'a mut dyn FnMut(),
+}
+
 /// Own the child until it is gone: forward signals, stop it when the lease
 /// is lost and the policy says so or when it runs past its timeout, KILL it
 /// `kill_after` a TERM or INT, reap it, and make sure nothing of its
@@ -150,6 +211,7 @@ pub fn supervise(
     how: Stopping,
     label: &str,
     log: &Log,
+    mut due: Option<Due>,
 ) -> Ended {
     let Stopping {
         kill_after,
@@ -168,13 +230,21 @@ pub fn supervise(
         // The nearest of the KILL after a grace period and the timeout.
         let kill_due = kill_at.filter(|_| !killed);
         let timeout_due = timeout.filter(|_| !timed_out).map(|(at, _)| at);
-        let due = match (kill_due, timeout_due) {
-            (Some(k), Some(t)) => Some(k.min(t)),
-            (k, t) => k.or(t),
-        };
-        let event = match due {
+        let next = [kill_due, timeout_due, due.as_ref().map(|d| d.at)]
+            .into_iter()
+            .flatten()
+            .min();
+        let event = match next {
             Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(e) => e,
+                Err(RecvTimeoutError::Timeout)
+                    if due.as_ref().is_some_and(|d| d.at <= Instant::now()) =>
+                {
+                    if let Some(d) = due.take() {
+                        (d.run)();
+                    }
+                    continue;
+                }
                 Err(RecvTimeoutError::Timeout) if kill_due.is_some_and(|k| k <= Instant::now()) => {
                     log.line(
                         Level::Warning,
@@ -349,6 +419,7 @@ mod tests {
             },
             "t",
             &log,
+            None,
         );
         assert_eq!(ended.code, Some(3));
         // Said on the pass's log (stderr in a pass), not on the test's.

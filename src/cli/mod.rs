@@ -21,6 +21,17 @@ job for long, and an operator can always see who holds what and fix it safely.";
     long_about = format!("{INTRO}\n\n{}", crate::exit::summary())
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub store: StoreArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// The store options, global: every subcommand takes them. (A doc comment
+// here would become the about of whatever flattens it.)
+#[derive(Debug, Args)]
+pub struct StoreArgs {
     /// The store: a SQLite file path, or a PostgreSQL connection string as
     /// libpq takes it (postgres://user@host/db?sslmode=verify-full, or
     /// host=... dbname=... key=value pairs; PG* variables and ~/.pgpass
@@ -43,40 +54,48 @@ pub struct Cli {
     /// beside a group-shared one get its group.
     #[arg(long, global = true, env = "JOBRUN_DB_MODE", value_name = "MODE")]
     pub db_mode: Option<String>,
+}
+
+/// `jobrun run ...`, the line every tick of every job runs, parsed with
+/// only `run`'s parser built under the same top level (`Cli` builds every
+/// subcommand's). What it accepts, prints and refuses is `Cli`'s: a test
+/// compares them.
+#[derive(Debug, Parser)]
+#[command(
+    name = "jobrun",
+    version = crate::VERSION,
+    about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
+    long_about = format!("{INTRO}\n\n{}", crate::exit::summary())
+)]
+pub struct RunOnly {
+    #[command(flatten)]
+    pub store: StoreArgs,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub command: RunCommand,
+}
+
+/// `run` alone (its help is `RunArgs`'s).
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    Run(RunArgs),
+}
+
+impl From<RunOnly> for Cli {
+    fn from(r: RunOnly) -> Cli {
+        let RunCommand::Run(args) = r.command;
+        Cli {
+            store: r.store,
+            command: Command::Run(args),
+        }
+    }
 }
 
 // Parsed once per process: `run`'s many settings cost nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Take a slot of NAME and run COMMAND under a renewed lease.
-    ///
-    /// The line to put in a crontab or a systemd unit. jobrun takes one of
-    /// the job's slots (--slots, default 1) and runs COMMAND directly, with
-    /// no shell, in a process group of its own. A helper thread renews the
-    /// lease every third of its window while the command runs; the slot is
-    /// released, and the pass recorded in history, only once the command
-    /// and its process group are gone.
-    ///
-    /// When every slot is held or the job is paused, the pass prints one
-    /// line naming the holder and exits with the conflict code (-E), or
-    /// queues for a slot in arrival order with --wait. A holder that died
-    /// without releasing is freed at once on the same machine; elsewhere
-    /// its lease lapses within one window. A holder believed alive is never
-    /// freed, even past its lease, unless it held past its max hold.
-    ///
-    /// With --containers, the work the command hands to a container engine
-    /// (docker compose run, podman run) is part of the pass: its containers
-    /// carry the label in JOBRUN_LABEL, the pass lives while its processes
-    /// or those containers run, and the slot is released only once the
-    /// engine says none of them runs.
-    ///
-    /// With JOBRUN_METRICS_TEXTFILE set, the pass refreshes that file with
-    /// jobrun metrics once it ended, for node_exporter's textfile
-    /// collector; a file it cannot write is said and changes nothing else.
+    // Its help is `RunArgs`'s, shared with `RunOnly`.
     Run(RunArgs),
     /// Show every job: state, holder, evidence, queue, last outcome.
     ///
@@ -454,4 +473,83 @@ fn outcome_names() -> clap::builder::PossibleValuesParser {
             v
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// `RunOnly` accepts exactly what `Cli` accepts of a `jobrun run` line,
+    /// to the same values; whatever it refuses (help, version and errors
+    /// included) is then parsed by `Cli`, which prints it.
+    #[test]
+    fn the_run_parser_is_the_full_ones_run() {
+        let lines: &[&[&str]] = &[
+            &["x", "--", "true"],
+            &["x", "--", "sh", "-c", "exit 3"],
+            &["--db", "/tmp/s.db", "x", "--", "true"],
+            &["--db=/tmp/s.db", "--db-mode", "0660", "x", "--", "true"],
+            &["x", "--lease", "10s", "--max-hold", "1h", "--", "true"],
+            &[
+                "-E", "3", "--wait", "5s", "--slots", "2", "x", "--", "a", "--b",
+            ],
+            &[
+                "--on-lost",
+                "term",
+                "--timeout",
+                "1m",
+                "--kill-after",
+                "2s",
+                "x",
+                "--",
+                "t",
+            ],
+            &["--on-lost", "sometimes", "x", "--", "t"],
+            &["x", "true"],
+            &["x"],
+            &[],
+            &["--help"],
+            &["-h"],
+            &["--version"],
+            &["--no-such-flag", "x", "--", "true"],
+            &["x", "y", "--", "true"],
+            &["--", "true"],
+            &["--lease", "x", "--", "true"],
+        ];
+        for line in lines {
+            let argv: Vec<&str> = ["jobrun", "run"]
+                .iter()
+                .chain(line.iter())
+                .copied()
+                .collect();
+            let full = Cli::try_parse_from(&argv);
+            match RunOnly::try_parse_from(&argv) {
+                Ok(r) => {
+                    let full = full.unwrap_or_else(|e| panic!("{argv:?}: only Cli refuses: {e}"));
+                    assert_eq!(
+                        format!("{:?}", Cli::from(r)),
+                        format!("{full:?}"),
+                        "{argv:?}"
+                    );
+                }
+                Err(_) => assert!(full.is_err(), "{argv:?}: only RunOnly refuses"),
+            }
+        }
+        // The same `run` under the same top level.
+        let mut full = Cli::command();
+        full.build();
+        let mut only = RunOnly::command();
+        only.build();
+        let run = |c: &mut clap::Command| {
+            let r = c.find_subcommand_mut("run").unwrap();
+            (
+                r.render_long_help().to_string(),
+                r.render_usage().to_string(),
+            )
+        };
+        assert_eq!(run(&mut full), run(&mut only));
+        assert_eq!(full.get_name(), only.get_name());
+        assert_eq!(full.get_version(), only.get_version());
+    }
 }

@@ -22,6 +22,31 @@ pub enum ContainersArg {
     Podman,
 }
 
+/// Take a slot of NAME and run COMMAND under a renewed lease.
+///
+/// The line to put in a crontab or a systemd unit. jobrun takes one of
+/// the job's slots (--slots, default 1) and runs COMMAND directly, with
+/// no shell, in a process group of its own. A helper thread renews the
+/// lease every third of its window while the command runs; the slot is
+/// released, and the pass recorded in history, only once the command
+/// and its process group are gone.
+///
+/// When every slot is held or the job is paused, the pass prints one
+/// line naming the holder and exits with the conflict code (-E), or
+/// queues for a slot in arrival order with --wait. A holder that died
+/// without releasing is freed at once on the same machine; elsewhere
+/// its lease lapses within one window. A holder believed alive is never
+/// freed, even past its lease, unless it held past its max hold.
+///
+/// With --containers, the work the command hands to a container engine
+/// (docker compose run, podman run) is part of the pass: its containers
+/// carry the label in JOBRUN_LABEL, the pass lives while its processes
+/// or those containers run, and the slot is released only once the
+/// engine says none of them runs.
+///
+/// With JOBRUN_METRICS_TEXTFILE set, the pass refreshes that file with
+/// jobrun metrics once it ended, for node_exporter's textfile
+/// collector; a file it cannot write is said and changes nothing else.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The job: 1-200 printable characters, no whitespace at either end, no

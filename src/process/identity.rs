@@ -10,6 +10,7 @@
 //! lives inside it, and whatever leaves it left the pass.
 
 use std::fs;
+use std::sync::OnceLock;
 
 /// Who and where this process is, as far as evidence goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,22 +40,35 @@ pub const STORE_ENV: &str = "JOBRUN_STORE_ID";
 impl Identity {
     /// This machine's boot id (or `JOBRUN_BOOT_ID`).
     pub fn boot_id() -> String {
-        std::env::var(BOOT_ID_ENV)
-            .ok()
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| {
-                fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_default()
+        // Read once: a process's boot does not change (a pass asks for it
+        // when it opens the store and again for its evidence).
+        static BOOT_ID: OnceLock<String> = OnceLock::new();
+        BOOT_ID
+            .get_or_init(|| {
+                std::env::var(BOOT_ID_ENV)
+                    .ok()
+                    .filter(|b| !b.is_empty())
+                    .unwrap_or_else(|| {
+                        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                            .map(|s| s.trim().to_string())
+                            .unwrap_or_default()
+                    })
             })
+            .clone()
     }
 
     /// This process's time namespace (`time:[N]`), empty where the kernel
     /// has none.
     pub fn time_ns() -> String {
-        fs::read_link("/proc/self/ns/time")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        // Read once, as the boot id: jobrun never changes namespaces.
+        static TIME_NS: OnceLock<String> = OnceLock::new();
+        TIME_NS
+            .get_or_init(|| {
+                fs::read_link("/proc/self/ns/time")
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .clone()
     }
 
     pub fn current() -> Identity {

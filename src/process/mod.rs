@@ -16,6 +16,7 @@
 pub mod identity;
 
 use std::fs;
+use std::sync::OnceLock;
 
 use crate::policy::lease::Proc;
 
@@ -71,10 +72,24 @@ pub fn start_time(pid: i32) -> Option<u64> {
 
 /// This process as evidence.
 pub fn this_process() -> Proc {
+    // Its start time is read once per process (a pass records it in its
+    // holder lock and in its row); a forked child reads its own.
+    static ME: OnceLock<Proc> = OnceLock::new();
     let pid = std::process::id() as i32;
-    Proc {
+    let read = || Proc {
         pid,
         start: start_time(pid).unwrap_or(0),
+    };
+    match ME.get() {
+        Some(me) if me.pid == pid => *me,
+        Some(_) => read(),
+        None => {
+            let me = read();
+            if me.start != 0 {
+                let _ = ME.set(me);
+            }
+            me
+        }
     }
 }
 

@@ -109,17 +109,19 @@ pub(super) fn same_file(conn: &Connection, checked: &fs::File, path: &Path) -> R
 
 /// Judge the store file and its `-wal` and `-shm` before SQLite opens them:
 /// none may be a symlink, another user's file, or writable beyond `mode`.
-/// The store file's descriptor, which what SQLite opens is compared with.
-pub(super) fn check_files(path: &Path, mode: u32) -> Result<fs::File> {
+/// The store file's descriptor, which what SQLite opens is compared with,
+/// and whether its header already says WAL (its file format versions,
+/// bytes 18 and 19, are 2), which spares the open switching it.
+pub(super) fn check_files(path: &Path, mode: u32) -> Result<(fs::File, bool)> {
     use std::io::Read;
     let mut file = crate::files::open_judged(path, mode).map_err(StoreError::Refused)?;
     // An empty file becomes a new store; anything else must already be a
     // SQLite database (SQLite would take a short file for an empty one and
     // write over it).
-    let mut magic = [0u8; 16];
+    let mut head = [0u8; 20];
     let mut got = 0;
-    while got < magic.len() {
-        match file.read(&mut magic[got..]) {
+    while got < head.len() {
+        match file.read(&mut head[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -131,7 +133,7 @@ pub(super) fn check_files(path: &Path, mode: u32) -> Result<fs::File> {
             }
         }
     }
-    if got > 0 && &magic[..got] != b"SQLite format 3\0" {
+    if got > 0 && (got < 16 || head[..16] != *b"SQLite format 3\0") {
         return Err(StoreError::Corrupt {
             path: path.display().to_string(),
             detail: "it is not a SQLite database; leaving it untouched".into(),
@@ -143,5 +145,5 @@ pub(super) fn check_files(path: &Path, mode: u32) -> Result<fs::File> {
         crate::files::judge_if_present(Path::new(&p), Kind::Regular, mode)
             .map_err(StoreError::Refused)?;
     }
-    Ok(file)
+    Ok((file, got == head.len() && head[18] == 2 && head[19] == 2))
 }

@@ -28,6 +28,7 @@ mod notify;
 pub mod output;
 mod pass;
 mod queue;
+mod renewal;
 pub mod wake;
 
 use std::collections::HashSet;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::renewal::start_late;
 use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared, Taken};
 use crate::capture::{Capture, Reading, Spooled};
 use crate::clock::now_ms;
@@ -13,14 +14,14 @@ use crate::cmd::{holder_name, judge_lease, judged};
 use crate::exit;
 use crate::hook::{self, EndVars, PassVars, StartHook};
 use crate::policy::coalesce::{self, Invocation};
-use crate::policy::lease::{decide, renew_interval, Decision, Eviction, FreeReason, LeaseKey};
+use crate::policy::lease::{decide, Decision, Eviction, FreeReason, LeaseKey};
 use crate::policy::outcome::{Ending, Outcome, PassRecord};
 use crate::policy::window::WindowRow;
 use crate::policy::Liveness;
-use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
+use crate::renewer::{Log, Renewer, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
-use crate::store::{Acquire, Held, StoreError, StoreHandle, StoreLease};
+use crate::store::{Acquire, Held, StoreError, StoreLease};
 use crate::supervise::{self, classify, Event, SignalKind};
 
 impl Prepared {
@@ -284,47 +285,6 @@ impl Ctx {
         stop
     }
 
-    /// Renew `held` on `store` until stopped; a lost lease or max hold
-    /// reaches the pass as an event.
-    pub(super) fn start_renewer(
-        &self,
-        held: Held,
-        label: &str,
-        taken: Instant,
-        store: StoreHandle,
-    ) -> Result<Renewer<StoreLease>> {
-        let events = self.sender.clone();
-        // Max hold bounds a running pass; a waiter is bounded by --wait.
-        let max_hold = match held {
-            Held::Lease(_) => self.settings.max_hold,
-            Held::Waiter { .. } => Duration::MAX,
-        };
-        let held_kind = matches!(held, Held::Lease(_));
-        let mut lease = StoreLease::new(store, held, self.settings.lease, Arc::clone(&self.pin));
-        if held_kind && self.settings.max_idle.is_some() {
-            lease = lease.watching_progress();
-        }
-        let cfg = RenewerConfig {
-            label: label.to_string(),
-            interval: renew_interval(self.settings.lease),
-            lease: self.settings.lease,
-            max_hold,
-            taken,
-            max_idle: match held_kind {
-                true => self.settings.max_idle,
-                false => None,
-            },
-            log: Log::stderr(),
-        };
-        Renewer::spawn(lease, cfg, move |exit| {
-            let _ = events.send(match exit {
-                RenewerExit::MaxHold | RenewerExit::MaxIdle => Event::MaxHold,
-                _ => Event::LeaseLost,
-            });
-        })
-        .context("cannot start the renewer")
-    }
-
     /// Give the slot back and record the pass, in one transaction. If that
     /// keeps failing the lease lapses on its own (and the dead wrapper's
     /// evidence frees it sooner); the pass still exits with its command's
@@ -481,15 +441,19 @@ impl Holding {
         let mut child = held.release_numbered(key.token, key.slot, window_start.unwrap_or(0));
         ctx.child_started = Some(Instant::now());
         let start_hook = StartHook::spawn(&ctx.settings.hooks, &ctx.hook_vars(&key));
-        let watched = supervise::watch_exit(child.id(), ctx.sender.clone())
-            .context("cannot watch the child")
-            .and_then(|()| {
-                ctx.start_renewer(Held::Lease(key.clone()), &label, taken, renewer_store)
-            });
-        let renewer = match watched {
-            Ok(r) => r,
+        // Its thread starts when the first renewal is due: a command that
+        // ends before never costs one.
+        let mut renewer = ctx.renewer(Held::Lease(key.clone()), &label, taken, renewer_store);
+        let watched =
+            supervise::watch_exit(child.id(), ctx.sender.clone()).context("cannot watch the child");
+        match watched {
+            Ok(()) => {}
             Err(e) => {
                 child.kill_and_reap();
+                let (_, lent) = renewer.stop();
+                if let (true, Some(lease)) = (fleet, lent) {
+                    ctx.store = lease.into_store();
+                }
                 let spooled = reading.map(Reading::finish);
                 let ran_ms = ctx.finish(&key, Outcome::Failed, None, Some(libc::SIGKILL));
                 let end = EndVars {
@@ -501,7 +465,7 @@ impl Holding {
                 ctx.end(&key, start_hook, spooled, end);
                 return Err(e);
             }
-        };
+        }
         crate::trace::mark("gate");
         let how = supervise::Stopping {
             kill_after: ctx.settings.kill_after,
@@ -511,10 +475,22 @@ impl Holding {
                 .timeout
                 .map(|t| (crate::clock::deadline_after(t), t)),
         };
-        let ended = supervise::supervise(&mut child, &ctx.events, how, &label, &Log::stderr());
+        let sender = ctx.sender.clone();
+        let start = |renewer: &mut Renewer<StoreLease>| start_late(renewer, &label, &sender);
+        let ended = {
+            let at = renewer.due();
+            let mut start_due = || start(&mut renewer);
+            let due = at.map(|at| supervise::Due {
+                at,
+                run: &mut start_due,
+            });
+            supervise::supervise(&mut child, &ctx.events, how, &label, &Log::stderr(), due)
+        };
         let exec_failed = child.exec_failure(&escape(&ctx.settings.argv_text[0]));
         if let (None, Some(engine)) = (&exec_failed, ctx.settings.containers) {
-            // The containers it started are the pass's work too.
+            // The containers it started are the pass's work too, and the
+            // lease is renewed while they run.
+            start(&mut renewer);
             ctx.outlast_containers(engine, &label, &ended);
         }
         // The group is gone: what it wrote is in the pipe, and a process
