@@ -451,7 +451,7 @@ impl Holding {
             Err(e) => {
                 child.kill_and_reap();
                 let (_, lent) = renewer.stop();
-                if let (true, Some(lease)) = (fleet, lent) {
+                if let Some(lease) = lent {
                     ctx.store = lease.into_store();
                 }
                 let spooled = reading.map(Reading::finish);
