@@ -18,21 +18,40 @@ use super::outcome::{Outcome, PassRecord};
 /// The ratio between the bounds of a bucket.
 pub const GROWTH: f64 = 1.02;
 
-/// The bucket of a duration (`ms ≤ 0`: bucket 0).
+/// `GROWTH^k` for every `k` up to the first past the longest duration, by
+/// multiplication: `ln` and `powf` would load libm into every pass.
+fn bounds() -> &'static [f64] {
+    static BOUNDS: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    BOUNDS.get_or_init(|| {
+        let mut v = vec![1.0];
+        let mut b = 1.0;
+        while b <= i64::MAX as f64 {
+            b *= GROWTH;
+            v.push(b);
+        }
+        v
+    })
+}
+
+/// The bucket of a duration (`ms ≤ 0`: bucket 0): `1 + ⌊log_GROWTH ms⌋`,
+/// the number of bounds `GROWTH^k` at or below it.
 pub fn bucket_of(ms: i64) -> i64 {
     if ms <= 0 {
         return 0;
     }
-    1 + ((ms as f64).ln() / GROWTH.ln()).floor() as i64
+    let v = ms as f64;
+    bounds().partition_point(|&b| b <= v) as i64
 }
 
-/// The duration a bucket stands for: the geometric middle of its bounds,
-/// to the millisecond.
+/// The duration a bucket stands for: the geometric middle of its bounds
+/// (`GROWTH^(b-1/2)`), to the millisecond.
 pub fn value_of(bucket: i64) -> i64 {
     if bucket <= 0 {
         return 0;
     }
-    GROWTH.powf(bucket as f64 - 0.5).round() as i64
+    let bounds = bounds();
+    let low = bounds[(bucket as usize - 1).min(bounds.len() - 1)];
+    (low * GROWTH.sqrt()).round() as i64
 }
 
 /// One pass's part in the figures: what `Stats::add` counts of it.
@@ -156,6 +175,18 @@ mod tests {
             assert!((v - ms).abs() * 100 <= ms, "{ms} -> {v}");
         }
         assert_eq!(bucket_of(-5), 0);
+        // The bounds are the logarithm's (sketches written before agree),
+        // up to the longest duration there is.
+        for ms in (1..i64::MAX / 2).step_by(i64::MAX as usize / 4099) {
+            let by_log = 1 + ((ms as f64).ln() / GROWTH.ln()).floor() as i64;
+            assert!((bucket_of(ms) - by_log).abs() <= 1, "{ms}");
+        }
+        for ms in [1, 2, 3, 50, 51, 1000, 86_400_000] {
+            let by_log = 1 + ((ms as f64).ln() / GROWTH.ln()).floor() as i64;
+            assert_eq!(bucket_of(ms), by_log, "{ms}");
+        }
+        let top = bucket_of(i64::MAX);
+        assert!(value_of(top) > 0 && value_of(top + 5) >= value_of(top));
         // A day fits in under a thousand buckets.
         assert!(bucket_of(86_400_000) < 1000);
     }
