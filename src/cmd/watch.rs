@@ -10,7 +10,7 @@ use crate::cmd::{evidence, judged};
 use crate::evidence::Verdict;
 use crate::model::{Finding, JobCheck, LatenessBasis};
 use crate::policy::lease::{LeaseRow, WaiterRow};
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::{Outcome, Seen, RECENT};
 use crate::policy::pause::{self, Pause};
 use crate::policy::watch::{
     self, Attempt, Basis, Declared, Expectation, NoBasis, Severity, Stuck, Threshold,
@@ -20,10 +20,6 @@ use crate::report::{age_ms, escape, human_ms, utc_ms};
 use crate::schedule::Schedule;
 use crate::settings::{self, millis_of};
 use crate::store::{JobRow, Store, StoreSpec};
-
-/// How many of a job's latest passes are read: enough for 20 ticks on a
-/// few hosts, the failing window and the p95.
-const RECENT: u32 = 100;
 
 /// The verdicts, as `check` counts them and perfdata names them, in the
 /// order the summary lists them.
@@ -127,7 +123,7 @@ pub struct Watched {
     /// The pauses standing on it.
     pub pauses: Vec<Pause>,
     /// Its latest passes, newest recorded first.
-    pub recent: Vec<PassRecord>,
+    pub recent: Vec<Seen>,
 }
 
 /// Read the named jobs (all when empty) and judge their holders, outside
@@ -164,11 +160,11 @@ pub fn gather(store: &mut dyn Store, spec: &StoreSpec, names: &[String]) -> Resu
         .collect())
 }
 
-/// When the scheduler fired a recorded pass: its wrapper's start, before
-/// any wait.
-fn attempt_of(p: &PassRecord) -> Attempt {
+/// When the scheduler fired a recorded pass (`PassRecord::attempted_ms`),
+/// and where.
+fn attempt_of(p: &Seen) -> Attempt {
     Attempt {
-        at_ms: p.started_at_ms - p.waited_ms.unwrap_or(0).max(0),
+        at_ms: p.attempted_ms,
         host: p.host.clone(),
     }
 }
@@ -192,8 +188,8 @@ impl Watched {
     /// The passes that tell whether the job works, oldest first: those
     /// that took a slot and ended ok or badly (an operator's stop tells
     /// neither).
-    fn took_slot(&self) -> Vec<&PassRecord> {
-        let mut v: Vec<&PassRecord> = self
+    fn took_slot(&self) -> Vec<&Seen> {
+        let mut v: Vec<&Seen> = self
             .recent
             .iter()
             .filter(|p| p.took_slot() && (p.outcome == Outcome::Ok || p.ended_badly()))
@@ -306,7 +302,7 @@ fn finding(verdict: &str, severity: Severity, reason: String) -> Finding {
     }
 }
 
-fn ended_words(p: &PassRecord, now_ms: i64) -> String {
+fn ended_words(p: &Seen, now_ms: i64) -> String {
     let how = match (p.exit_code, p.signal) {
         (_, Some(sig)) => format!(", signal {sig}"),
         (Some(code), None) if p.outcome == Outcome::Failed => format!(", exit {code}"),

@@ -276,24 +276,162 @@ pub struct Freed {
     pub evidence: Option<String>,
 }
 
+/// `PassRecord::ran`, of a pass that ended with `outcome`, holding a slot
+/// or not.
+fn ran(outcome: Outcome, held: bool) -> bool {
+    outcome.ran_command() || (outcome == Outcome::Abandoned && held)
+}
+
+/// `PassRecord::ended_badly`.
+fn ended_badly(outcome: Outcome, held: bool) -> bool {
+    outcome.ended_badly() && (outcome != Outcome::Abandoned || held)
+}
+
+/// `PassRecord::took_slot`.
+fn took_slot(outcome: Outcome, held: bool) -> bool {
+    outcome.took_slot() || (outcome == Outcome::Abandoned && held)
+}
+
+/// What `check` needs of one of a job's latest passes, kept per job beside
+/// its figures (the last `RECENT` of them) so that it reads one row per
+/// job, not a hundred: when it was attempted and where, how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    from = "(i64, i64, String, Outcome, bool, i64, i64, Option<i32>, Option<i32>)",
+    into = "(i64, i64, String, Outcome, bool, i64, i64, Option<i32>, Option<i32>)"
+)]
+pub struct Seen {
+    /// Its history row's id: a row updated in place replaces its entry.
+    pub id: i64,
+    /// `PassRecord::attempted_ms`.
+    pub attempted_ms: i64,
+    pub host: String,
+    pub outcome: Outcome,
+    /// It held a slot (its record has a token).
+    pub held: bool,
+    pub duration_ms: i64,
+    pub ended_at_ms: i64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// How many of a job's latest passes are kept as `Seen`: enough for 20
+/// ticks on a few hosts, the failing window and a p95.
+pub const RECENT: usize = 100;
+
+type SeenTuple = (
+    i64,
+    i64,
+    String,
+    Outcome,
+    bool,
+    i64,
+    i64,
+    Option<i32>,
+    Option<i32>,
+);
+
+impl From<SeenTuple> for Seen {
+    fn from(t: SeenTuple) -> Seen {
+        let (id, attempted_ms, host, outcome, held, duration_ms, ended_at_ms, exit_code, signal) =
+            t;
+        Seen {
+            id,
+            attempted_ms,
+            host,
+            outcome,
+            held,
+            duration_ms,
+            ended_at_ms,
+            exit_code,
+            signal,
+        }
+    }
+}
+
+impl From<Seen> for SeenTuple {
+    fn from(s: Seen) -> SeenTuple {
+        (
+            s.id,
+            s.attempted_ms,
+            s.host,
+            s.outcome,
+            s.held,
+            s.duration_ms,
+            s.ended_at_ms,
+            s.exit_code,
+            s.signal,
+        )
+    }
+}
+
+impl Seen {
+    /// `PassRecord::ran`.
+    pub fn ran(&self) -> bool {
+        ran(self.outcome, self.held)
+    }
+
+    /// `PassRecord::ended_badly`.
+    pub fn ended_badly(&self) -> bool {
+        ended_badly(self.outcome, self.held)
+    }
+
+    /// `PassRecord::took_slot`.
+    pub fn took_slot(&self) -> bool {
+        took_slot(self.outcome, self.held)
+    }
+
+    /// Add `seen` (newest last) to `kept` (newest last): an entry of the
+    /// same row is replaced where it stands, the oldest go past `RECENT`.
+    pub fn keep(kept: &mut Vec<Seen>, seen: Seen) {
+        match kept.iter_mut().find(|k| k.id == seen.id) {
+            Some(k) => *k = seen,
+            None => kept.push(seen),
+        }
+        if kept.len() > RECENT {
+            kept.drain(..kept.len() - RECENT);
+        }
+    }
+}
+
 impl PassRecord {
     /// The pass ran its command: its duration counts in the summary. An
     /// abandoned pass ran it only if it held a slot (a queued one never
     /// did).
     pub fn ran(&self) -> bool {
-        self.outcome.ran_command() || (self.outcome == Outcome::Abandoned && self.token.is_some())
+        ran(self.outcome, self.token.is_some())
     }
 
     /// The pass ended badly (`Outcome::ended_badly`); an abandoned pass
     /// only if it held a slot (a ghost waiter never ran its command).
     pub fn ended_badly(&self) -> bool {
-        self.outcome.ended_badly() && (self.outcome != Outcome::Abandoned || self.token.is_some())
+        ended_badly(self.outcome, self.token.is_some())
     }
 
     /// The pass tried to run its command: it took a slot (a `failing`
     /// verdict counts these, and only these).
     pub fn took_slot(&self) -> bool {
-        self.outcome.took_slot() || (self.outcome == Outcome::Abandoned && self.token.is_some())
+        took_slot(self.outcome, self.token.is_some())
+    }
+
+    /// When the scheduler fired it: its wrapper's start, before any wait.
+    pub fn attempted_ms(&self) -> i64 {
+        self.started_at_ms - self.waited_ms.unwrap_or(0).max(0)
+    }
+
+    /// What a job's latest passes keep of it (`Seen`), as history row `id`.
+    pub fn seen(&self, id: i64) -> Seen {
+        Seen {
+            id,
+            attempted_ms: self.attempted_ms(),
+            host: self.host.clone(),
+            outcome: self.outcome,
+            held: self.token.is_some(),
+            duration_ms: self.duration_ms,
+            ended_at_ms: self.ended_at_ms,
+            exit_code: self.exit_code,
+            signal: self.signal,
+        }
     }
 
     /// The record of a holder someone else freed: from the lease row as

@@ -18,7 +18,7 @@ use crate::policy::containers::Engine;
 use crate::policy::lease::{
     EvictIf, Eviction, FreeReason, Holder, LeaseKey, Proc, WaiterDecision, MIN_LEASE,
 };
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::{Outcome, PassRecord, RECENT};
 use crate::policy::pause::PauseScope;
 use crate::policy::window::{WindowAsk, WindowSpec};
 use crate::renewer::Renewal;
@@ -893,6 +893,58 @@ fn figures_outlive_pruning(s: &mut Subject) {
     assert_eq!(at(s, "f").unwrap().ran, 1);
 }
 
+/// `check` reads a job's last hundred passes from one row, kept by the
+/// writers of history: pruning never shortens them, rows an older jobrun
+/// wrote are read with them, a row updated in place is one entry as it
+/// ended, and a job whose row does not read is read from its history.
+fn the_latest_passes_outlive_pruning(s: &mut Subject) {
+    let seen = |s: &mut Subject| s.store.recent(&["r".into()], RECENT).unwrap().1.remove(0);
+    let durations = |r: &[crate::policy::outcome::Seen]| -> Vec<i64> {
+        r.iter().map(|p| p.duration_ms).collect()
+    };
+    for ms in 0..120 {
+        let outcome = [Outcome::Ok, Outcome::Failed][ms as usize % 2];
+        let mut p = record("r", outcome);
+        p.duration_ms = ms;
+        s.store
+            .record_pass(&p, super::Keep::last(3), &s.pin)
+            .unwrap();
+    }
+    let r = seen(s);
+    assert_eq!(durations(&r), (20..120).rev().collect::<Vec<_>>());
+    assert_eq!((r[0].outcome, r[1].outcome), (Outcome::Failed, Outcome::Ok));
+    (s.forge)(
+        "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+         duration_ms, outcome) VALUES ('r', 'old', 9, 0, 'h', 1, 0, 0, 5000, 'ok')",
+    );
+    let r = seen(s);
+    assert_eq!(
+        (r.len(), r[0].duration_ms, r[1].duration_ms),
+        (RECENT, 5000, 119)
+    );
+    // Abandoned, then its own end: one entry, as it ended.
+    let k = take(s, "r", "a");
+    s.clock.advance(Duration::from_secs(1));
+    assert!(evict(s, &k, EvictIf::TokenMatches));
+    assert_eq!(seen(s)[0].outcome, Outcome::Abandoned);
+    let mut ended = record("r", Outcome::Failed);
+    ended.pass_id = "a".into();
+    ended.token = Some(k.token);
+    ended.duration_ms = 777;
+    s.store
+        .release(&k, Some((&ended, super::Keep::last(3))), &s.pin)
+        .unwrap();
+    let r = seen(s);
+    assert_eq!(
+        (r.len(), r[0].outcome, &durations(&r)[..3]),
+        (RECENT, Outcome::Failed, &[777, 5000, 119][..])
+    );
+    (s.forge)("UPDATE job_recent SET seen = 'not ours' WHERE job = 'r'");
+    assert_eq!(durations(&seen(s)), [777, 5000, 119]);
+    assert!(matches!(s.store.forget("r").unwrap(), Forget::Forgotten));
+    assert_eq!(seen(s), []);
+}
+
 /// Whoever frees a pass records it, once: a holder that later reaches its
 /// own release updates that row to how it really ended.
 fn every_pass_ends_in_one_history_row(s: &mut Subject) {
@@ -954,6 +1006,11 @@ fn pass_counters_never_go_down() {
 #[test]
 fn figures_never_go_down() {
     both(figures_outlive_pruning);
+}
+
+#[test]
+fn the_latest_passes_never_go_down() {
+    both(the_latest_passes_outlive_pruning);
 }
 
 #[test]

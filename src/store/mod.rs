@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::evidence::StoreReach;
 use crate::policy::containers::Engine;
 use crate::policy::lease::{Eviction, Holder, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::{Outcome, PassRecord, Seen};
 use crate::policy::pause::{Pause, PauseScope};
 use crate::policy::stats::Stats;
 use crate::policy::watch::Declared;
@@ -456,9 +456,10 @@ pub trait Store: Send {
     /// and the history rows not folded in yet.
     fn stats(&mut self, jobs: &[String]) -> Result<BTreeMap<String, Stats>>;
     /// The store's clock now, and the latest `per_job` passes of each named
-    /// job (newest recorded first), one list per job in the order named,
-    /// each job's read by its own index.
-    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<Vec<PassRecord>>)>;
+    /// job (newest recorded first, at most `policy::outcome::RECENT`), one
+    /// list per job in the order named: the ones kept beside its figures,
+    /// with the rows recorded since.
+    fn recent(&mut self, jobs: &[String], per_job: usize) -> Result<(i64, Vec<Vec<Seen>>)>;
     /// Record progress (`jobrun touch`) of the pass `pass_id` holding a
     /// slot of `job` with `token`, on the store's clock.
     fn touch(&mut self, job: &str, pass_id: &str, token: i64) -> Result<Touch>;

@@ -4,10 +4,11 @@
 
 use super::rows::{pass_record, PASS_COLS};
 use super::sql::{millis, Backend, SqlStore, Value};
+use super::stats::read_seen;
 use super::steps::job_filter;
 use super::{Counter, HistoryQuery, JobRow, Result};
 use crate::policy::lease::Clock;
-use crate::policy::outcome::{Outcome, PassRecord};
+use crate::policy::outcome::{Outcome, PassRecord, Seen};
 use crate::policy::watch::Declared;
 
 impl<B: Backend> SqlStore<B> {
@@ -147,21 +148,11 @@ impl<B: Backend> SqlStore<B> {
     pub(super) fn read_recent(
         &mut self,
         jobs: &[String],
-        per_job: u32,
-    ) -> Result<(i64, Vec<Vec<PassRecord>>)> {
+        per_job: usize,
+    ) -> Result<(i64, Vec<Vec<Seen>>)> {
         self.backend.read(&mut |c| {
             let now = c.clock()?.now_ms;
-            let mut out = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                let rows = c.query(
-                    &format!(
-                        "SELECT {PASS_COLS} FROM history WHERE job = $1 ORDER BY id DESC LIMIT $2"
-                    ),
-                    &[job.as_str().into(), per_job.into()],
-                )?;
-                out.push(rows.iter().map(pass_record).collect());
-            }
-            Ok((now, out))
+            Ok((now, read_seen(c, jobs, per_job)?))
         })
     }
 }

@@ -376,6 +376,16 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
         sqlite: V12,
         postgres: V12,
     },
+    // each job's latest passes as `check` reads them (`policy::outcome::Seen`, JSON), the
+    // last hundred folded up to `job_stats.counted_id` by the same writers; a job without
+    // them is read from history. Earlier readers never read them.
+    Step {
+        version: 13,
+        min_reader: 4,
+        sqlite: "CREATE TABLE IF NOT EXISTS job_recent (job TEXT PRIMARY KEY, seen TEXT NOT NULL);",
+        postgres:
+            "CREATE TABLE IF NOT EXISTS job_recent (job TEXT PRIMARY KEY, seen TEXT NOT NULL);",
+    },
 ];
 
 const V9: &str = r#"

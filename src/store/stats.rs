@@ -12,6 +12,7 @@ use super::rows::{pass_record, PASS_COLS};
 use super::sql::{Conn, Row};
 use super::steps::job_filter;
 use super::Result;
+use crate::policy::outcome::{Seen, RECENT};
 use crate::policy::stats::{Part, Stats};
 
 const STATS_COLS: &str = "job, counted_id, ran, sum_ms, max_ms, last_duration_ms, \
@@ -68,10 +69,114 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
         return Ok(());
     };
     let mut delta = Stats::default();
+    let mut seen = Vec::with_capacity(rows.len());
     for r in &rows {
-        delta.add(Part::of(&pass_record(r)));
+        let p = pass_record(r);
+        delta.add(Part::of(&p));
+        seen.push(p.seen(r.int("id")));
     }
-    save(c, job, stats, mark, &delta, Some(top))
+    save(c, job, stats, mark, &delta, Some(top))?;
+    keep_seen(c, job, seen)
+}
+
+/// The job's latest passes as kept, oldest first (`None`: no row yet, or
+/// one that does not read: written by someone else).
+fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<Vec<Seen>>> {
+    let found = c.query("SELECT seen FROM job_recent WHERE job = $1", &[job.into()])?;
+    Ok(found
+        .first()
+        .and_then(|r| serde_json::from_str(&r.text("seen")).ok()))
+}
+
+/// Add `seen` (history rows just folded, oldest first; or one row updated
+/// in place) to the job's latest passes. A job without them (or with
+/// ones that do not read) gets them from its kept history, which holds
+/// every row `seen` names. Called under the job's lock.
+pub fn keep_seen(c: &mut dyn Conn, job: &str, seen: Vec<Seen>) -> Result<()> {
+    let kept = match kept_seen(c, job)? {
+        Some(mut kept) => {
+            for s in seen {
+                Seen::keep(&mut kept, s);
+            }
+            kept
+        }
+        None => latest_seen(c, job, RECENT)?,
+    };
+    c.exec(
+        "INSERT INTO job_recent (job, seen) VALUES ($1, $2) \
+         ON CONFLICT (job) DO UPDATE SET seen = excluded.seen",
+        &[
+            job.into(),
+            serde_json::to_string(&kept)
+                .unwrap_or_else(|_| "[]".into())
+                .into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// The job's last `n` history rows as `Seen`, oldest first.
+fn latest_seen(c: &mut dyn Conn, job: &str, n: usize) -> Result<Vec<Seen>> {
+    let rows = c.query(
+        &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 ORDER BY id DESC LIMIT $2"),
+        &[job.into(), (n as i64).into()],
+    )?;
+    Ok(rows
+        .iter()
+        .rev()
+        .map(|r| pass_record(r).seen(r.int("id")))
+        .collect())
+}
+
+/// The last `n` passes of each named job (newest first, one list per job
+/// in the order named): the kept ones with the rows after the job's mark,
+/// or, for a job without kept ones that read, its history rows.
+pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<Seen>>> {
+    let (filter, params) = job_filter("j.name", jobs, 1);
+    let mut kept: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
+    for r in c.query(
+        &format!(
+            "SELECT j.name AS job, r.seen AS seen FROM jobs j \
+             JOIN job_stats s ON s.job = j.name JOIN job_recent r ON r.job = j.name \
+             WHERE {filter}"
+        ),
+        &params,
+    )? {
+        if let Ok(seen) = serde_json::from_str::<Vec<Seen>>(&r.text("seen")) {
+            kept.insert(r.text("job"), seen);
+        }
+    }
+    let cols: Vec<String> = PASS_COLS
+        .split(',')
+        .map(|c| format!("h.{0} AS {0}", c.trim()))
+        .collect();
+    let after = c.query(
+        &format!(
+            "SELECT h.id AS id, {} FROM jobs j JOIN job_stats s ON s.job = j.name \
+             JOIN job_recent r ON r.job = j.name \
+             CROSS JOIN history h WHERE h.job = j.name AND h.id > s.counted_id \
+             AND {filter} ORDER BY h.id",
+            cols.join(", ")
+        ),
+        &params,
+    )?;
+    for r in &after {
+        let p = pass_record(r);
+        if let Some(k) = kept.get_mut(&p.job) {
+            Seen::keep(k, p.seen(r.int("id")));
+        }
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let mut seen = match kept.remove(job) {
+            Some(k) => k,
+            None => latest_seen(c, job, n)?,
+        };
+        seen.drain(..seen.len().saturating_sub(n));
+        seen.reverse();
+        out.push(seen);
+    }
+    Ok(out)
 }
 
 /// Add `delta` (passes counted after those the job's figures hold, every
@@ -164,8 +269,9 @@ pub fn read_stats(c: &mut dyn Conn, jobs: &[String]) -> Result<BTreeMap<String, 
     Ok(out)
 }
 
-/// Forget the job's figures (`forget`).
+/// Forget the job's figures and latest passes (`forget`).
 pub fn forget_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     c.exec("DELETE FROM job_stats WHERE job = $1", &[job.into()])?;
+    c.exec("DELETE FROM job_recent WHERE job = $1", &[job.into()])?;
     Ok(())
 }

@@ -8,7 +8,7 @@ use super::rows::{
     PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Conn, Value};
-use super::stats::{add_stats, fold_stats};
+use super::stats::{add_stats, fold_stats, keep_seen};
 use super::{Acquire, AcquireRequest, Keep, PauseInfo, Result, StoreError, StorePin};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
@@ -389,13 +389,21 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: 
         count_passes(c, &p.job, p.outcome.as_str(), 1)?;
         fold_stats(c, &p.job)?;
         // As the row holds it: on the store's clock.
-        let mut one = Stats::default();
-        one.add(Part::of(&PassRecord {
+        let row = PassRecord {
             started_at_ms: started,
             ended_at_ms: ended,
             ..p.clone()
-        }));
+        };
+        let mut one = Stats::default();
+        one.add(Part::of(&row));
         add_stats(c, &p.job, &one)?;
+        let id = c.query(
+            "SELECT id FROM history WHERE job = $1 AND pass_id = $2",
+            &[p.job.as_str().into(), p.pass_id.as_str().into()],
+        )?;
+        if let Some(id) = id.first().map(|r| r.int("id")) {
+            keep_seen(c, &p.job, vec![row.seen(id)])?;
+        }
     }
     if let Some(keep) = keep {
         prune(c, &p.job, keep, ended)?;

@@ -29,7 +29,7 @@ use super::{
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{Clock, Eviction, LeaseKey, LeaseRow, WaiterDecision, WaiterRow};
-use crate::policy::outcome::PassRecord;
+use crate::policy::outcome::{PassRecord, Seen};
 use crate::policy::pause::{self, Pause, PauseScope};
 use crate::policy::slots::Turn;
 use crate::policy::stats::Stats;
@@ -162,7 +162,7 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.read(&mut |c| read_stats(c, jobs))
     }
 
-    fn recent(&mut self, jobs: &[String], per_job: u32) -> Result<(i64, Vec<Vec<PassRecord>>)> {
+    fn recent(&mut self, jobs: &[String], per_job: usize) -> Result<(i64, Vec<Vec<Seen>>)> {
         self.read_recent(jobs, per_job)
     }
 
