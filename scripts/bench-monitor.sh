@@ -45,6 +45,11 @@ INSERT INTO job_counters (job, outcome, passes) SELECT job, outcome, count(*) FR
 UPDATE jobs SET counted_id = (SELECT max(id) FROM history WHERE history.job = jobs.name);
 COMMIT;
 SQL
+# One real pass per job folds its rows into the job's figures and latest
+# passes, as the passes that wrote them would have.
+for n in $(seq 0 $((JOBS - 1))); do
+  "$BIN" run -q "$(printf 'job.%04d' "$n")" -- true
+done
 
 # Median and max of RUNS timings of "$@", in milliseconds.
 timed() {

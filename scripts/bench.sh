@@ -371,7 +371,8 @@ mode_contention() {
     fi
   done
   say
-  say "Knee: all renewals on time up to $calm passes; late renewals (the warning line, \`renewal_late\` in status) from ${late_at:-none of these}; lost leases or failed starts from ${lost_at:-none of these}."
+  if [ "$calm" = none ]; then calm="none of these counts"; else calm="$calm passes"; fi
+  say "Knee: all renewals on time up to $calm; late renewals (the warning line, \`renewal_late\` in status) from ${late_at:-none of these}; lost leases or failed starts from ${lost_at:-none of these}."
   say
   [ ! -f "$work/problems" ] || cat "$work/problems" >>"$section"
   say

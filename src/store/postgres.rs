@@ -176,6 +176,9 @@ impl PgBackend {
                     }
                 }
             }
+            if version < super::stats::FOLDED_AT {
+                super::stats::fold_every_job(c)?;
+            }
             Ok(())
         })
     }

@@ -429,6 +429,15 @@ impl SqliteBackend {
             }
             .map_err(|e| map_err(&shown, e))?;
         }
+        if head.version < super::stats::FOLDED_AT {
+            let mut conn = SqliteTx {
+                tx: &tx,
+                path: &shown,
+                boot_id: &self.boot_id,
+                offset: &self.offset,
+            };
+            super::stats::fold_every_job(&mut conn)?;
+        }
         // Marked as jobrun's in the same write as its schema: a new store,
         // or one an earlier jobrun created (checked above) adopted now.
         if head.app_id != APPLICATION_ID {

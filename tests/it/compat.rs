@@ -7,7 +7,7 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::{both_stores, text, wait_until, Kind, TestEnv};
+use crate::support::{both_stores, dump_store, text, wait_until, Kind, TestEnv};
 
 /// The previous release's binary, or `None` (said) when none was built.
 fn old_bin() -> Option<String> {
@@ -248,6 +248,36 @@ both_stores!(
     the_previous_release_keeps_working_on_a_migrated_store,
     the_previous_release_works_beside_windows_and_new_outcomes,
 );
+
+/// A store the previous release made and filled is migrated with every
+/// job's history folded into its figures and its latest passes at once:
+/// a job that never runs again reads as quickly as one that does, and the
+/// figures count the passes the previous release recorded.
+#[test]
+fn a_migrated_store_has_its_history_folded_at_once() {
+    let Some(bin) = old_bin() else { return };
+    let env = TestEnv::sqlite_not_made();
+    for _ in 0..3 {
+        let out = old(&bin, &env, &["run", "retired", "--", "true"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = env.run(&["status"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dump = dump_store(&env);
+    let row = |table: &str| {
+        dump.iter()
+            .find(|r| r.starts_with(&format!("{table}: \"retired\"|")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {table} row: {dump:#?}"))
+    };
+    // job, counted_id, ran: three passes ran.
+    assert_eq!(row("job_stats").split('|').nth(2), Some("3"), "{dump:#?}");
+    assert_eq!(
+        row("job_recent").matches(r#"\"ok\""#).count(),
+        3,
+        "{dump:#?}"
+    );
+}
 
 /// A store whose minimum reader is newer than this jobrun is refused with
 /// the upgrade order, and left as it is.
