@@ -381,12 +381,16 @@ impl Seen {
         took_slot(self.outcome, self.held)
     }
 
-    /// Add `seen` (newest last) to `kept` (newest last): an entry of the
-    /// same row is replaced where it stands, the oldest go past `RECENT`.
+    /// Add `seen` to `kept` (in row order, newest last): an entry of the
+    /// same row is replaced where it stands, a new one goes in its row's
+    /// place, the oldest go past `RECENT`.
     pub fn keep(kept: &mut Vec<Seen>, seen: Seen) {
         match kept.iter_mut().find(|k| k.id == seen.id) {
             Some(k) => *k = seen,
-            None => kept.push(seen),
+            None => {
+                let at = kept.partition_point(|k| k.id < seen.id);
+                kept.insert(at, seen);
+            }
         }
         if kept.len() > RECENT {
             kept.drain(..kept.len() - RECENT);

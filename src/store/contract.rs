@@ -922,6 +922,17 @@ fn the_latest_passes_outlive_pruning(s: &mut Subject) {
         (r.len(), r[0].duration_ms, r[1].duration_ms),
         (RECENT, 5000, 119)
     );
+    // A jobrun that folds figures alone (schema 12) wrote a row and moved
+    // the figures' mark past it: the latest passes still hold it.
+    (s.forge)(
+        "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+         duration_ms, outcome) VALUES ('r', 'figures-only', 9, 0, 'h', 1, 0, 0, 6000, 'ok')",
+    );
+    (s.forge)(
+        "UPDATE job_stats SET counted_id = (SELECT MAX(id) FROM history WHERE job = 'r') \
+         WHERE job = 'r'",
+    );
+    assert_eq!(durations(&seen(s)[..3]), [6000, 5000, 119]);
     // Abandoned, then its own end: one entry, as it ended.
     let k = take(s, "r", "a");
     s.clock.advance(Duration::from_secs(1));
@@ -936,11 +947,11 @@ fn the_latest_passes_outlive_pruning(s: &mut Subject) {
         .unwrap();
     let r = seen(s);
     assert_eq!(
-        (r.len(), r[0].outcome, &durations(&r)[..3]),
-        (RECENT, Outcome::Failed, &[777, 5000, 119][..])
+        (r.len(), r[0].outcome, &durations(&r)[..4]),
+        (RECENT, Outcome::Failed, &[777, 6000, 5000, 119][..])
     );
     (s.forge)("UPDATE job_recent SET seen = 'not ours' WHERE job = 'r'");
-    assert_eq!(durations(&seen(s)), [777, 5000, 119]);
+    assert_eq!(durations(&seen(s)), [777, 6000, 5000]);
     assert!(matches!(s.store.forget("r").unwrap(), Forget::Forgotten));
     assert_eq!(seen(s), []);
 }

@@ -377,16 +377,20 @@ ALTER TABLE pauses ADD PRIMARY KEY (job, owner);
         postgres: V12,
     },
     // each job's latest passes as `check` reads them (`policy::outcome::Seen`, JSON), the
-    // last hundred folded up to `job_stats.counted_id` by the same writers; a job without
-    // them is read from history. Earlier readers never read them.
+    // last hundred folded up to their own mark `upto` by the same writers (an earlier
+    // writer folds figures alone, so the two marks can part); a job without them is read
+    // from history. Earlier readers never read them.
     Step {
         version: 13,
         min_reader: 4,
-        sqlite: "CREATE TABLE IF NOT EXISTS job_recent (job TEXT PRIMARY KEY, seen TEXT NOT NULL);",
-        postgres:
-            "CREATE TABLE IF NOT EXISTS job_recent (job TEXT PRIMARY KEY, seen TEXT NOT NULL);",
+        sqlite: RECENT_V13,
+        postgres: RECENT_V13,
     },
 ];
+
+const RECENT_V13: &str =
+    "CREATE TABLE IF NOT EXISTS job_recent (job TEXT PRIMARY KEY, upto {int} NOT NULL, \
+     seen TEXT NOT NULL);";
 
 const V9: &str = r#"
 CREATE TABLE IF NOT EXISTS job_counters (

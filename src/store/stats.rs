@@ -57,13 +57,19 @@ fn stored(c: &mut dyn Conn, job: &str) -> Result<(Stats, Option<i64>)> {
     })
 }
 
-/// Fold the job's history rows after its mark into its figures and move
-/// the mark past them. Called under the job's lock.
+/// Fold the job's history rows after its marks into its figures and its
+/// latest passes, and move the marks past them. The two marks differ when
+/// a jobrun older than the latest passes folded figures alone: rows only
+/// the figures hold are still added to the latest passes. Called under
+/// the job's lock.
 pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
-    let (stats, mark) = stored(c, job)?;
+    let (stats, had) = stored(c, job)?;
+    let mark = had.unwrap_or(0);
+    let kept = kept_seen(c, job)?;
+    let from = kept.as_ref().map_or(mark, |k| k.upto.min(mark));
     let rows = c.query(
         &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 AND id > $2 ORDER BY id"),
-        &[job.into(), mark.unwrap_or(0).into()],
+        &[job.into(), from.into()],
     )?;
     let Some(top) = rows.last().map(|r| r.int("id")) else {
         return Ok(());
@@ -71,48 +77,90 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     let mut delta = Stats::default();
     let mut seen = Vec::with_capacity(rows.len());
     for r in &rows {
+        let id = r.int("id");
         let p = pass_record(r);
-        delta.add(Part::of(&p));
-        seen.push(p.seen(r.int("id")));
+        if id > mark {
+            delta.add(Part::of(&p));
+        }
+        if kept.as_ref().is_some_and(|k| id > k.upto) {
+            seen.push(p.seen(id));
+        }
     }
-    save(c, job, stats, mark, &delta, Some(top))?;
-    keep_seen(c, job, seen)
-}
-
-/// The job's latest passes as kept, oldest first (`None`: no row yet, or
-/// one that does not read: written by someone else).
-fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<Vec<Seen>>> {
-    let found = c.query("SELECT seen FROM job_recent WHERE job = $1", &[job.into()])?;
-    Ok(found
-        .first()
-        .and_then(|r| serde_json::from_str(&r.text("seen")).ok()))
-}
-
-/// Add `seen` (history rows just folded, oldest first; or one row updated
-/// in place) to the job's latest passes. A job without them (or with
-/// ones that do not read) gets them from its kept history, which holds
-/// every row `seen` names. Called under the job's lock.
-pub fn keep_seen(c: &mut dyn Conn, job: &str, seen: Vec<Seen>) -> Result<()> {
-    let kept = match kept_seen(c, job)? {
-        Some(mut kept) => {
+    if top > mark {
+        save(c, job, stats, had, &delta, Some(top))?;
+    }
+    let kept = match kept {
+        Some(mut k) => {
             for s in seen {
-                Seen::keep(&mut kept, s);
+                Seen::keep(&mut k.seen, s);
             }
-            kept
+            k.seen
         }
         None => latest_seen(c, job, RECENT)?,
     };
+    put_seen(c, job, &kept, top)
+}
+
+/// A job's latest passes as kept, oldest first, and the last history row
+/// folded into them.
+struct Kept {
+    seen: Vec<Seen>,
+    upto: i64,
+}
+
+/// The job's latest passes as kept (`None`: no row yet, or one that does
+/// not read: written by someone else).
+fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<Kept>> {
+    let found = c.query(
+        "SELECT upto, seen FROM job_recent WHERE job = $1",
+        &[job.into()],
+    )?;
+    Ok(found.first().and_then(|r| {
+        let seen = serde_json::from_str(&r.text("seen")).ok()?;
+        Some(Kept {
+            seen,
+            upto: r.int("upto"),
+        })
+    }))
+}
+
+fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()> {
     c.exec(
-        "INSERT INTO job_recent (job, seen) VALUES ($1, $2) \
-         ON CONFLICT (job) DO UPDATE SET seen = excluded.seen",
+        "INSERT INTO job_recent (job, upto, seen) VALUES ($1, $2, $3) \
+         ON CONFLICT (job) DO UPDATE SET upto = excluded.upto, seen = excluded.seen",
         &[
             job.into(),
-            serde_json::to_string(&kept)
+            upto.into(),
+            serde_json::to_string(seen)
                 .unwrap_or_else(|_| "[]".into())
                 .into(),
         ],
     )?;
     Ok(())
+}
+
+/// Put `seen` (one row updated in place, already folded) into the job's
+/// latest passes. A job without them (or with ones that do not read)
+/// gets them from its kept history, which holds the row. Called under
+/// the job's lock.
+pub fn keep_seen(c: &mut dyn Conn, job: &str, seen: Vec<Seen>) -> Result<()> {
+    match kept_seen(c, job)? {
+        Some(mut kept) => {
+            for s in seen {
+                Seen::keep(&mut kept.seen, s);
+            }
+            put_seen(c, job, &kept.seen, kept.upto)
+        }
+        None => {
+            let top = c.query(
+                "SELECT COALESCE(MAX(id), 0) AS top FROM history WHERE job = $1",
+                &[job.into()],
+            )?;
+            let top = top.first().map_or(0, |r| r.int("top"));
+            let seen = latest_seen(c, job, RECENT)?;
+            put_seen(c, job, &seen, top)
+        }
+    }
 }
 
 /// The job's last `n` history rows as `Seen`, oldest first.
@@ -129,7 +177,7 @@ fn latest_seen(c: &mut dyn Conn, job: &str, n: usize) -> Result<Vec<Seen>> {
 }
 
 /// The last `n` passes of each named job (newest first, one list per job
-/// in the order named): the kept ones with the rows after the job's mark,
+/// in the order named): the kept ones with the history rows after them,
 /// or, for a job without kept ones that read, its history rows.
 pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<Seen>>> {
     let (filter, params) = job_filter("j.name", jobs, 1);
@@ -137,8 +185,7 @@ pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<
     for r in c.query(
         &format!(
             "SELECT j.name AS job, r.seen AS seen FROM jobs j \
-             JOIN job_stats s ON s.job = j.name JOIN job_recent r ON r.job = j.name \
-             WHERE {filter}"
+             JOIN job_recent r ON r.job = j.name WHERE {filter}"
         ),
         &params,
     )? {
@@ -152,9 +199,8 @@ pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<
         .collect();
     let after = c.query(
         &format!(
-            "SELECT h.id AS id, {} FROM jobs j JOIN job_stats s ON s.job = j.name \
-             JOIN job_recent r ON r.job = j.name \
-             CROSS JOIN history h WHERE h.job = j.name AND h.id > s.counted_id \
+            "SELECT h.id AS id, {} FROM jobs j JOIN job_recent r ON r.job = j.name \
+             CROSS JOIN history h WHERE h.job = j.name AND h.id > r.upto \
              AND {filter} ORDER BY h.id",
             cols.join(", ")
         ),
