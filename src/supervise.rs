@@ -55,10 +55,17 @@ static ON_SIGCHLD: AtomicBool = AtomicBool::new(false);
 pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
     // Read what the caller ignored before any handler replaces it.
     let mut signals = Signals::new(taken_over())?;
+    let mut taken = taken_over().to_vec();
     if !ignored_now(SIGCHLD) {
         signals.add_signal(SIGCHLD)?;
         ON_SIGCHLD.store(true, Ordering::SeqCst);
+        taken.push(SIGCHLD);
     }
+    // A caller may hand down a mask that blocks them: their handlers would
+    // never run (a child's exit unseen, TERM left pending). Unblocked in
+    // this thread, before any other starts, so every thread after takes
+    // them; the command gets an empty mask anyway (`spawn`).
+    unblock(&taken);
     std::thread::Builder::new()
         .name("jobrun-signals".into())
         .spawn(move || {
@@ -73,6 +80,21 @@ pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
             }
         })?;
     Ok(())
+}
+
+/// Unblock `signals` in the calling thread (and the threads it starts
+/// after).
+fn unblock(signals: &[i32]) {
+    // SAFETY: a sigset_t filled by sigemptyset/sigaddset, and
+    // pthread_sigmask only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &sig in signals {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// On SIGCHLD (and once when the watch starts): if the watched child has
@@ -304,6 +326,13 @@ pub fn supervise(
     crate::trace::mark("child");
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
+    // That can take the grace period, longer than a lease: what was due
+    // while the child ran (the renewals) starts now.
+    if child.leader().is_some_and(group_runs) {
+        if let Some(d) = due.take() {
+            (d.run)();
+        }
+    }
     end_group_leftovers(child, kill_after, label, log);
     let status = child.wait();
     crate::trace::mark("group");

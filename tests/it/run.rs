@@ -264,6 +264,56 @@ fn no_zombie_is_left_once_the_wrapper_has_ended_the_group(env: &TestEnv) {
     assert!(err.contains("sending KILL"), "{err}");
 }
 
+fn the_lease_is_renewed_while_leftovers_are_ended(env: &TestEnv) {
+    // The child exits before the first renewal is due, leaving a process
+    // that ignores TERM: the pass holds its slot for --kill-after, longer
+    // than its lease, and renews it meanwhile.
+    let child = script(
+        env,
+        "child.sh",
+        "trap '' TERM\n\
+         sleep 60 &\n\
+         echo $! > leftover.pid\n\
+         touch ready\n\
+         exit 0",
+    );
+    let pid = env.start(
+        "w",
+        &[
+            "run",
+            "--lease",
+            "3s",
+            "--kill-after",
+            "30s",
+            "j",
+            "--",
+            &child,
+        ],
+    );
+    assert!(env.wait_for_file("ready", secs(10)));
+    let leftover = env.pid_in("leftover.pid");
+    // Past its first lease window, the pass still holds a live lease.
+    assert!(
+        wait_until(secs(15), || env
+            .find_slot("j")
+            .is_some_and(|s| s.held_ms > 4_000)),
+        "{:?}",
+        env.find_job("j")
+    );
+    let slot = env.slot("j");
+    assert!(
+        slot.held_ms - slot.renewed_ago_ms > 500 && slot.expires_in_ms > 0,
+        "not renewed while its leftovers were ended: {slot:?}"
+    );
+    assert!(alive(leftover));
+    kill(leftover, libc::SIGKILL);
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(0));
+    let err = env.stderr_of("w");
+    assert!(err.contains("left processes"), "{err}");
+    assert!(!err.contains("lease"), "{err}");
+    assert_eq!(outcomes(env, "j"), ["ok"]);
+}
+
 fn leftovers_of_the_group_end_with_the_pass(env: &TestEnv) {
     let child = script(
         env,
@@ -294,4 +344,5 @@ both_stores!(
     on_lost_term_stops_the_child_when_the_lease_is_cleared,
     no_zombie_is_left_once_the_wrapper_has_ended_the_group,
     leftovers_of_the_group_end_with_the_pass,
+    the_lease_is_renewed_while_leftovers_are_ended,
 );
