@@ -57,6 +57,19 @@ fn turn_signal() -> libc::c_int {
 
 extern "C" fn nothing(_: libc::c_int) {}
 
+/// Unblock the timer's signal in this thread: a mask handed down by the
+/// caller may block it, and a wait would then never end at its deadline.
+fn unblock_turn_signal() {
+    // SAFETY: a sigset_t filled by sigemptyset/sigaddset; pthread_sigmask
+    // only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, turn_signal());
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Install the do-nothing handler once, where the signal has its default
 /// disposition (an ignored signal would stay ignored for the command).
 fn timers_usable() -> bool {
@@ -168,6 +181,7 @@ impl Writers {
         if !timers_usable() {
             return self.poll(deadline);
         }
+        unblock_turn_signal();
         let Some(timer) = Timer::until(deadline) else {
             return self.poll(deadline);
         };
@@ -220,7 +234,7 @@ impl Timer {
             let mut ev: libc::sigevent = std::mem::zeroed();
             ev.sigev_notify = libc::SIGEV_THREAD_ID;
             ev.sigev_signo = turn_signal();
-            ev.sigev_notify_thread_id = libc::gettid();
+            ev.sigev_notify_thread_id = libc::syscall(libc::SYS_gettid) as libc::pid_t;
             let mut id: libc::timer_t = std::mem::zeroed();
             if libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut id) != 0 {
                 return None;

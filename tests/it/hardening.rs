@@ -149,24 +149,41 @@ fn a_pass_is_not_recorded_in_a_schema_recreated_under_it() {
 // ---- 10. What the caller ignored stays ignored, but TERM ----
 
 /// A jobrun started as `nohup` (and a non-interactive shell's `&`) starts
-/// it: with `ignored` ignored. Its output goes to `<log>.err`/`.out`.
+/// it: with `ignored` ignored (and, as some callers hand down, `blocked`
+/// blocked). Its output goes to `<log>.err`/`.out`.
 struct Ignoring {
     child: Child,
 }
 
 impl Ignoring {
     fn start(env: &TestEnv, log: &str, args: &[&str], ignored: &'static [i32]) -> Ignoring {
+        Ignoring::masked(env, log, args, ignored, Vec::new())
+    }
+
+    fn masked(
+        env: &TestEnv,
+        log: &str,
+        args: &[&str],
+        ignored: &'static [i32],
+        blocked: Vec<i32>,
+    ) -> Ignoring {
         let mut c = env.cmd(args);
         c.stdin(Stdio::null())
             .stdout(fs::File::create(env.path(&format!("{log}.out"))).unwrap())
             .stderr(fs::File::create(env.path(&format!("{log}.err"))).unwrap());
-        // SAFETY: between fork and exec only signal(2), which is
-        // async-signal-safe.
+        // SAFETY: between fork and exec only signal(2), sigemptyset,
+        // sigaddset and sigprocmask, which are async-signal-safe.
         unsafe {
             c.pre_exec(move || {
                 for &sig in ignored {
                     libc::signal(sig, libc::SIG_IGN);
                 }
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                for &sig in &blocked {
+                    libc::sigaddset(&mut set, sig);
+                }
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
                 Ok(())
             });
         }
@@ -295,6 +312,50 @@ fn a_hangup_not_ignored_still_stops_the_pass() {
         Some(128 + libc::SIGHUP)
     );
     assert_eq!(env.history("c")[0].outcome, Outcome::Stopped);
+}
+
+/// A caller that hands down a mask blocking SIGCHLD, TERM and the signal
+/// that ends a wait for the store's writers' line (the first real-time
+/// signal + 5) stops nothing jobrun relies on: the command's end is seen,
+/// TERM stops the pass, and a write held up in line gives up waiting at
+/// its deadline and is made.
+#[test]
+fn signals_blocked_by_the_caller_still_reach_jobrun() {
+    let blocked = vec![libc::SIGCHLD, libc::SIGTERM, libc::SIGRTMIN() + 5];
+    let env = TestEnv::sqlite();
+    let ends = script(&env, "ends.sh", "exit 3");
+    let mut jobrun = Ignoring::masked(&env, "a", &["run", "a", "--", &ends], &[], blocked.clone());
+    assert_eq!(
+        jobrun.wait(Duration::from_secs(20)),
+        Some(3),
+        "the command's end went unseen: {}",
+        env.stderr_of("a")
+    );
+
+    let child = usr1_ends(&env, "b");
+    let mut jobrun = Ignoring::masked(&env, "b", &["run", "b", "--", &child], &[], blocked.clone());
+    assert!(env.wait_for_file("b.pid", Duration::from_secs(10)));
+    kill(jobrun.pid(), libc::SIGTERM);
+    assert_eq!(
+        jobrun.wait(Duration::from_secs(20)),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        env.stderr_of("b")
+    );
+    assert_eq!(env.history("b")[0].outcome, Outcome::Stopped);
+
+    let mut line = crate::support::hold_the_line(&env, "line");
+    let mut paused = Ignoring::masked(&env, "c", &["pause", "a"], &[], blocked);
+    let code = paused.wait(Duration::from_secs(30));
+    kill(-(line.id() as i32), libc::SIGKILL);
+    line.wait().unwrap();
+    assert_eq!(
+        code,
+        Some(0),
+        "a wait in line never ended: {}",
+        env.stderr_of("c")
+    );
+    assert!(env.job("a").paused.is_some(), "the pause was written");
 }
 
 // ---- 11. Invisible characters are not names ----

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use crate::support::{text, wait_until, Jobrun, TempUser, TestEnv};
+use crate::support::{hold_the_line, text, wait_until, Jobrun, TempUser, TestEnv};
 use jobrun::model::SlotStatus;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -297,25 +297,6 @@ fn clear_locks_removes_stray_lock_files_of_no_pass() {
         assert!(kept.exists(), "{} was removed", kept.display());
     }
     drop(held);
-}
-
-/// A process holding the writers' line (`<store>-writers`) in its place:
-/// started in a group of its own, holding the lock (`flock(1)`) until
-/// killed; ready once it said so.
-fn hold_the_line(env: &TestEnv, name: &str) -> std::process::Child {
-    use std::os::unix::process::CommandExt;
-    let ready = env.path(&format!("{name}.ready"));
-    let child = Command::new("flock")
-        .arg(format!("{}-writers", env.db))
-        .args(["-c", &format!("touch {}; exec sleep 60", ready.display())])
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_until(WAIT, || ready.exists()),
-        "flock never held the line"
-    );
-    child
 }
 
 /// The writers' line only orders jobrun's writers: a holder killed in its

@@ -18,7 +18,7 @@ pub use engine::Podman;
 pub use env::{alive, held_child, kill, script, wait_until, Kind, TestEnv, BIN};
 pub use pass::{kill_pass, start_pass, WEB2};
 pub use pg::OwnServer;
-pub use store::{dump_store, store_exec};
+pub use store::{dump_store, hold_the_line, store_exec};
 pub use user::{TempGroup, TempUser};
 
 /// Output bytes as text, for messages and `contains`.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::env::{Kind, TestEnv};
+use super::env::{wait_until, Kind, TestEnv};
 
 /// Run SQL statements (literal values only) against the store's tables.
 pub fn store_exec(env: &TestEnv, sql: &str) {
@@ -107,4 +107,23 @@ fn sqlite_text(v: rusqlite::types::ValueRef) -> String {
             b.iter().map(|x| format!("{x:02x}")).collect::<String>()
         ),
     }
+}
+
+/// A process holding the writers' line (`<store>-writers`) in its place:
+/// started in a group of its own, holding the lock (`flock(1)`) until
+/// killed; ready once it said so.
+pub fn hold_the_line(env: &TestEnv, name: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let ready = env.path(&format!("{name}.ready"));
+    let child = std::process::Command::new("flock")
+        .arg(format!("{}-writers", env.db))
+        .args(["-c", &format!("touch {}; exec sleep 60", ready.display())])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || ready.exists()),
+        "flock never held the line"
+    );
+    child
 }
