@@ -54,13 +54,19 @@ fn link_order(here: &str) {
     println!("cargo:rerun-if-changed={}", list.display());
     for var in [
         "RUSTC",
+        "RUSTC_LINKER",
         "CARGO_ENCODED_RUSTFLAGS",
         "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let var = |k: &str| std::env::var(k).unwrap_or_default();
-    let own_linker = var("CARGO_ENCODED_RUSTFLAGS").contains("linker")
+    // A linker of the builder's own: named for the target, for rustc, or
+    // chosen by flag (`-C linker=`, `-C link-arg=-fuse-ld=...`).
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
+    let own_linker = flags.contains("linker")
+        || flags.contains("fuse-ld")
+        || !var("RUSTC_LINKER").is_empty()
         || !var("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_empty();
     let minor = Command::new(var("RUSTC"))
         .arg("-V")
