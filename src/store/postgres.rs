@@ -141,6 +141,12 @@ impl PgStore {
 /// hands each transaction another server connection keeps them.
 const BEGIN: &str = "BEGIN; SET LOCAL statement_timeout = 2000; SET LOCAL lock_timeout = 2000";
 
+/// A read's transaction: as `BEGIN`, on one snapshot for all its
+/// statements, so a listing read in two (kept figures, then the history
+/// rows after their mark) never misses a pass committed between them.
+const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ; \
+     SET LOCAL statement_timeout = 2000; SET LOCAL lock_timeout = 2000";
+
 impl PgBackend {
     /// Create or migrate the schema (`schema::STEPS`), in one transaction
     /// that two first users racing take in turns. Only a store behind this
@@ -301,13 +307,22 @@ impl PgBackend {
     /// One transaction: begun with its timeouts, committed when `f`
     /// succeeds, rolled back otherwise.
     fn run_tx<T>(&mut self, f: &mut dyn FnMut(&mut PgTx) -> Result<T>) -> Result<T> {
+        self.begun_with(BEGIN, f)
+    }
+
+    /// `run_tx`, begun by `begin`.
+    fn begun_with<T>(
+        &mut self,
+        begin: &str,
+        f: &mut dyn FnMut(&mut PgTx) -> Result<T>,
+    ) -> Result<T> {
         let shown = self.shown.clone();
         let secrets = &self.secrets;
         let fail = |e: postgres::Error| scrub_all(map_err(&shown, e), secrets);
         // The server's clock comes back with the BEGIN, in one round trip.
         let begun = match self
             .client
-            .simple_query(&format!("{BEGIN}; SELECT {NOW_MS}::text"))
+            .simple_query(&format!("{begin}; SELECT {NOW_MS}::text"))
         {
             Ok(begun) => begun,
             Err(e) => {
@@ -396,7 +411,7 @@ impl Backend for PgBackend {
     }
 
     fn read<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
-        self.run(f)
+        self.begun_with(BEGIN_READ, &mut |c| f(c))
     }
 }
 
