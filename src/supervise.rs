@@ -326,14 +326,7 @@ pub fn supervise(
     crate::trace::mark("child");
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
-    // That can take the grace period, longer than a lease: what was due
-    // while the child ran (the renewals) starts now.
-    if child.leader().is_some_and(group_runs) {
-        if let Some(d) = due.take() {
-            (d.run)();
-        }
-    }
-    end_group_leftovers(child, kill_after, label, log);
+    end_group_leftovers(child, kill_after, label, log, due);
     let status = child.wait();
     crate::trace::mark("group");
     Ended {
@@ -350,13 +343,23 @@ pub fn supervise(
 /// KILL after the grace period, so no process of the pass runs on unseen
 /// into the next pass. The leader is an unreaped zombie meanwhile, so the
 /// group id cannot be reused and `killpg` also reaches a member forked a
-/// moment before it.
-fn end_group_leftovers(child: &RunningChild, kill_after: Duration, label: &str, log: &Log) {
+/// moment before it. That can take the grace period, longer than a lease:
+/// what was due while the child ran (the renewals) starts first.
+fn end_group_leftovers(
+    child: &RunningChild,
+    kill_after: Duration,
+    label: &str,
+    log: &Log,
+    due: Option<Due>,
+) {
     let Some(pgid) = child.leader() else {
         return;
     };
     if !group_runs(pgid) {
         return;
+    }
+    if let Some(d) = due {
+        (d.run)();
     }
     log.line(
         Level::Warning,
