@@ -509,6 +509,48 @@ impl PassRecord {
 mod tests {
     use super::*;
 
+    fn seen(id: i64) -> Seen {
+        Seen {
+            id,
+            attempted_ms: id,
+            host: "h".into(),
+            outcome: Outcome::Ok,
+            held: true,
+            duration_ms: id,
+            ended_at_ms: id,
+            exit_code: Some(0),
+            signal: None,
+        }
+    }
+
+    fn ids(kept: &[Seen]) -> Vec<i64> {
+        kept.iter().map(|s| s.id).collect()
+    }
+
+    #[test]
+    fn the_latest_passes_stay_in_row_order() {
+        // A row folded late goes in its place, not at the end.
+        let mut kept = vec![seen(1), seen(3)];
+        Seen::keep(&mut kept, seen(2));
+        assert_eq!(ids(&kept), [1, 2, 3]);
+        // A row updated in place replaces its entry where it stands.
+        let mut failed = seen(2);
+        failed.outcome = Outcome::Failed;
+        Seen::keep(&mut kept, failed);
+        assert_eq!(ids(&kept), [1, 2, 3]);
+        assert_eq!(kept[1].outcome, Outcome::Failed);
+        // Full: a row older than all of them is the one that goes.
+        let mut full: Vec<Seen> = (10..10 + RECENT as i64).map(seen).collect();
+        Seen::keep(&mut full, seen(5));
+        assert_eq!(full.len(), RECENT);
+        assert_eq!(full[0].id, 10);
+        Seen::keep(&mut full, seen(500));
+        assert_eq!(
+            (full.len(), full[0].id, full[RECENT - 1].id),
+            (RECENT, 11, 500)
+        );
+    }
+
     #[test]
     fn captured_output_is_printed_unless_the_pass_ended_ok() {
         let printed: Vec<Outcome> = Outcome::ALL

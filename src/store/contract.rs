@@ -952,6 +952,23 @@ fn the_latest_passes_outlive_pruning(s: &mut Subject) {
     );
     (s.forge)("UPDATE job_recent SET seen = 'not ours' WHERE job = 'r'");
     assert_eq!(durations(&seen(s)), [777, 6000, 5000]);
+    // A jobrun that knows no latest passes forgot the job and left them:
+    // a job of the same name, made again, reads only its own passes.
+    s.store
+        .record_pass(&record("r", Outcome::Ok), super::Keep::last(3), &s.pin)
+        .unwrap();
+    (s.forge)("DELETE FROM job_stats WHERE job = 'r'");
+    (s.forge)("DELETE FROM history WHERE job = 'r'");
+    (s.forge)("DELETE FROM jobs WHERE name = 'r'");
+    let k = take(s, "r", "b");
+    let mut again = record("r", Outcome::Ok);
+    again.pass_id = "b".into();
+    again.token = Some(k.token);
+    again.duration_ms = 4242;
+    s.store
+        .release(&k, Some((&again, super::Keep::last(3))), &s.pin)
+        .unwrap();
+    assert_eq!(durations(&seen(s)), [4242]);
     assert!(matches!(s.store.forget("r").unwrap(), Forget::Forgotten));
     assert_eq!(seen(s), []);
 }

@@ -60,12 +60,17 @@ fn stored(c: &mut dyn Conn, job: &str) -> Result<(Stats, Option<i64>)> {
 /// Fold the job's history rows after its marks into its figures and its
 /// latest passes, and move the marks past them. The two marks differ when
 /// a jobrun older than the latest passes folded figures alone: rows only
-/// the figures hold are still added to the latest passes. Called under
-/// the job's lock.
+/// the figures hold are still added to the latest passes. A job without
+/// figures has its latest passes made again from its history: kept ones
+/// are left over from a job of the same name that an earlier jobrun
+/// forgot. Called under the job's lock.
 pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     let (stats, had) = stored(c, job)?;
     let mark = had.unwrap_or(0);
-    let kept = kept_seen(c, job)?;
+    let kept = match had {
+        Some(_) => kept_seen(c, job)?,
+        None => None,
+    };
     let from = kept.as_ref().map_or(mark, |k| k.upto.min(mark));
     let rows = c.query(
         &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 AND id > $2 ORDER BY id"),
@@ -89,16 +94,16 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     if top > mark {
         save(c, job, stats, had, &delta, Some(top))?;
     }
-    let kept = match kept {
+    let (kept, upto) = match kept {
         Some(mut k) => {
             for s in seen {
                 Seen::keep(&mut k.seen, s);
             }
-            k.seen
+            (k.seen, k.upto.max(top))
         }
-        None => latest_seen(c, job, RECENT)?,
+        None => (latest_seen(c, job, RECENT)?, top),
     };
-    put_seen(c, job, &kept, top)
+    put_seen(c, job, &kept, upto)
 }
 
 /// A job's latest passes as kept, oldest first, and the last history row
@@ -178,14 +183,16 @@ fn latest_seen(c: &mut dyn Conn, job: &str, n: usize) -> Result<Vec<Seen>> {
 
 /// The last `n` passes of each named job (newest first, one list per job
 /// in the order named): the kept ones with the history rows after them,
-/// or, for a job without kept ones that read, its history rows.
+/// or, for a job without figures or without kept ones that read, its
+/// history rows.
 pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<Seen>>> {
     let (filter, params) = job_filter("j.name", jobs, 1);
     let mut kept: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     for r in c.query(
         &format!(
             "SELECT j.name AS job, r.seen AS seen FROM jobs j \
-             JOIN job_recent r ON r.job = j.name WHERE {filter}"
+             JOIN job_stats s ON s.job = j.name JOIN job_recent r ON r.job = j.name \
+             WHERE {filter}"
         ),
         &params,
     )? {
@@ -199,7 +206,8 @@ pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<
         .collect();
     let after = c.query(
         &format!(
-            "SELECT h.id AS id, {} FROM jobs j JOIN job_recent r ON r.job = j.name \
+            "SELECT h.id AS id, {} FROM jobs j JOIN job_stats s ON s.job = j.name \
+             JOIN job_recent r ON r.job = j.name \
              CROSS JOIN history h WHERE h.job = j.name AND h.id > r.upto \
              AND {filter} ORDER BY h.id",
             cols.join(", ")

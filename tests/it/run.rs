@@ -265,9 +265,9 @@ fn no_zombie_is_left_once_the_wrapper_has_ended_the_group(env: &TestEnv) {
 }
 
 fn the_lease_is_renewed_while_leftovers_are_ended(env: &TestEnv) {
-    // The child exits before the first renewal is due, leaving a process
-    // that ignores TERM: the pass holds its slot for --kill-after, longer
-    // than its lease, and renews it meanwhile.
+    // The child exits long before the first renewal is due (2 s into a
+    // 6 s lease), leaving a process that ignores TERM: the pass holds its
+    // slot for --kill-after, longer than its lease, and renews it meanwhile.
     let child = script(
         env,
         "child.sh",
@@ -282,9 +282,9 @@ fn the_lease_is_renewed_while_leftovers_are_ended(env: &TestEnv) {
         &[
             "run",
             "--lease",
-            "3s",
+            "6s",
             "--kill-after",
-            "30s",
+            "60s",
             "j",
             "--",
             &child,
@@ -294,9 +294,9 @@ fn the_lease_is_renewed_while_leftovers_are_ended(env: &TestEnv) {
     let leftover = env.pid_in("leftover.pid");
     // Past its first lease window, the pass still holds a live lease.
     assert!(
-        wait_until(secs(15), || env
+        wait_until(secs(20), || env
             .find_slot("j")
-            .is_some_and(|s| s.held_ms > 4_000)),
+            .is_some_and(|s| s.held_ms > 7_000)),
         "{:?}",
         env.find_job("j")
     );
