@@ -285,16 +285,22 @@ fn a_signal_ignored_at_start_stays_ignored_and_term_still_stops() {
 
     // TERM, though ignored by the caller, stops the pass.
     let child = usr1_ends(&env, "b");
-    let mut jobrun = Ignoring::start(&env, "b", &["run", "b", "--", &child], IGNORED);
-    assert!(env.wait_for_file("b.pid", Duration::from_secs(10)));
+    let jobrun = Ignoring::start(&env, "b", &["run", "b", "--", &child], IGNORED);
+    term_stops(&env, "b", jobrun);
+}
+
+/// TERM to `jobrun`, running `usr1_ends(env, tag)` as job `tag`, stops
+/// the pass.
+fn term_stops(env: &TestEnv, tag: &str, mut jobrun: Ignoring) {
+    assert!(env.wait_for_file(&format!("{tag}.pid"), Duration::from_secs(10)));
     kill(jobrun.pid(), libc::SIGTERM);
     assert_eq!(
         jobrun.wait(Duration::from_secs(20)),
         Some(128 + libc::SIGTERM),
         "{}",
-        env.stderr_of("b")
+        env.stderr_of(tag)
     );
-    assert_eq!(env.history("b")[0].outcome, Outcome::Stopped);
+    assert_eq!(env.history(tag)[0].outcome, Outcome::Stopped);
 }
 
 /// Without an inherited ignore nothing changes: a hangup stops the pass
@@ -333,16 +339,8 @@ fn signals_blocked_by_the_caller_still_reach_jobrun() {
     );
 
     let child = usr1_ends(&env, "b");
-    let mut jobrun = Ignoring::masked(&env, "b", &["run", "b", "--", &child], &[], blocked.clone());
-    assert!(env.wait_for_file("b.pid", Duration::from_secs(10)));
-    kill(jobrun.pid(), libc::SIGTERM);
-    assert_eq!(
-        jobrun.wait(Duration::from_secs(20)),
-        Some(128 + libc::SIGTERM),
-        "{}",
-        env.stderr_of("b")
-    );
-    assert_eq!(env.history("b")[0].outcome, Outcome::Stopped);
+    let jobrun = Ignoring::masked(&env, "b", &["run", "b", "--", &child], &[], blocked.clone());
+    term_stops(&env, "b", jobrun);
 
     let mut line = crate::support::hold_the_line(&env, "line");
     let mut paused = Ignoring::masked(&env, "c", &["pause", "a"], &[], blocked);
