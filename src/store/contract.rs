@@ -969,6 +969,21 @@ fn the_latest_passes_outlive_pruning(s: &mut Subject) {
         .release(&k, Some((&again, super::Keep::last(3))), &s.pin)
         .unwrap();
     assert_eq!(durations(&seen(s)), [4242]);
+    // Latest passes marked past the figures' mark are not the job's own:
+    // its history is read, and the next writer makes them again from it.
+    (s.forge)("UPDATE job_recent SET upto = 999999999 WHERE job = 'r'");
+    (s.forge)(
+        "INSERT INTO history (job, pass_id, token, slot, host, pid, started_ms, ended_ms, \
+         duration_ms, outcome) VALUES ('r', 'past-mark', 9, 0, 'h', 1, 0, 0, 6500, 'ok')",
+    );
+    assert_eq!(durations(&seen(s)), [6500, 4242]);
+    let mut next = record("r", Outcome::Ok);
+    next.duration_ms = 31;
+    s.store
+        .record_pass(&next, super::Keep::last(3), &s.pin)
+        .unwrap();
+    (s.forge)("DELETE FROM history WHERE job = 'r' AND pass_id = 'past-mark'");
+    assert_eq!(durations(&seen(s)), [31, 6500, 4242]);
     assert!(matches!(s.store.forget("r").unwrap(), Forget::Forgotten));
     assert_eq!(seen(s), []);
 }

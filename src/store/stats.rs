@@ -60,18 +60,14 @@ fn stored(c: &mut dyn Conn, job: &str) -> Result<(Stats, Option<i64>)> {
 /// Fold the job's history rows after its marks into its figures and its
 /// latest passes, and move the marks past them. The two marks differ when
 /// a jobrun older than the latest passes folded figures alone: rows only
-/// the figures hold are still added to the latest passes. A job without
-/// figures has its latest passes made again from its history: kept ones
-/// are left over from a job of the same name that an earlier jobrun
-/// forgot. Called under the job's lock.
+/// the figures hold are still added to the latest passes. Kept ones that
+/// are not the job's own (`ours`) are made again from its history. Called
+/// under the job's lock.
 pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     let (stats, had) = stored(c, job)?;
     let mark = had.unwrap_or(0);
-    let kept = match had {
-        Some(_) => kept_seen(c, job)?,
-        None => None,
-    };
-    let from = kept.as_ref().map_or(mark, |k| k.upto.min(mark));
+    let kept = kept_seen(c, job)?;
+    let from = kept.as_ref().map_or(mark, |k| k.upto);
     let rows = c.query(
         &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 AND id > $2 ORDER BY id"),
         &[job.into(), from.into()],
@@ -87,23 +83,23 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
         if id > mark {
             delta.add(Part::of(&p));
         }
-        if kept.as_ref().is_some_and(|k| id > k.upto) {
+        if kept.is_some() {
             seen.push(p.seen(id));
         }
     }
     if top > mark {
         save(c, job, stats, had, &delta, Some(top))?;
     }
-    let (kept, upto) = match kept {
+    let kept = match kept {
         Some(mut k) => {
             for s in seen {
                 Seen::keep(&mut k.seen, s);
             }
-            (k.seen, k.upto.max(top))
+            k.seen
         }
-        None => (latest_seen(c, job, RECENT)?, top),
+        None => latest_seen(c, job, RECENT)?,
     };
-    put_seen(c, job, &kept, upto)
+    put_seen(c, job, &kept, top)
 }
 
 /// A job's latest passes as kept, oldest first, and the last history row
@@ -113,20 +109,37 @@ struct Kept {
     upto: i64,
 }
 
-/// The job's latest passes as kept (`None`: no row yet, or one that does
-/// not read: written by someone else).
+/// Whether latest passes kept up to `upto` are the job's own, its figures
+/// folded up to `counted`: their writers move both marks together (an
+/// earlier jobrun moves the figures' alone), so a mark past the figures'
+/// was left by a job of the same name that an earlier jobrun forgot, or
+/// written by someone else. A job without figures has none of its own.
+fn ours(upto: i64, counted: i64) -> bool {
+    upto <= counted
+}
+
+/// Kept latest passes as read beside the job's figures: `None` unless they
+/// read and are the job's own (`ours`).
+fn kept_of(r: &Row) -> Option<Kept> {
+    if !ours(r.int("upto"), r.int("counted_id")) {
+        return None;
+    }
+    let seen = serde_json::from_str(&r.text("seen")).ok()?;
+    Some(Kept {
+        seen,
+        upto: r.int("upto"),
+    })
+}
+
+/// The job's latest passes as kept (`None`: no row yet, or not its own
+/// that read).
 fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<Kept>> {
     let found = c.query(
-        "SELECT upto, seen FROM job_recent WHERE job = $1",
+        "SELECT r.upto AS upto, r.seen AS seen, s.counted_id AS counted_id \
+         FROM job_recent r JOIN job_stats s ON s.job = r.job WHERE r.job = $1",
         &[job.into()],
     )?;
-    Ok(found.first().and_then(|r| {
-        let seen = serde_json::from_str(&r.text("seen")).ok()?;
-        Some(Kept {
-            seen,
-            upto: r.int("upto"),
-        })
-    }))
+    Ok(found.first().and_then(kept_of))
 }
 
 fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()> {
@@ -157,12 +170,8 @@ pub fn keep_seen(c: &mut dyn Conn, job: &str, seen: Vec<Seen>) -> Result<()> {
             put_seen(c, job, &kept.seen, kept.upto)
         }
         None => {
-            let top = c.query(
-                "SELECT COALESCE(MAX(id), 0) AS top FROM history WHERE job = $1",
-                &[job.into()],
-            )?;
-            let top = top.first().map_or(0, |r| r.int("top"));
             let seen = latest_seen(c, job, RECENT)?;
+            let top = seen.last().map_or(0, |s| s.id);
             put_seen(c, job, &seen, top)
         }
     }
@@ -183,21 +192,22 @@ fn latest_seen(c: &mut dyn Conn, job: &str, n: usize) -> Result<Vec<Seen>> {
 
 /// The last `n` passes of each named job (newest first, one list per job
 /// in the order named): the kept ones with the history rows after them,
-/// or, for a job without figures or without kept ones that read, its
+/// or, for a job without kept ones of its own that read (`kept_of`), its
 /// history rows.
 pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<Seen>>> {
     let (filter, params) = job_filter("j.name", jobs, 1);
     let mut kept: BTreeMap<String, Vec<Seen>> = BTreeMap::new();
     for r in c.query(
         &format!(
-            "SELECT j.name AS job, r.seen AS seen FROM jobs j \
+            "SELECT j.name AS job, r.upto AS upto, r.seen AS seen, \
+             s.counted_id AS counted_id FROM jobs j \
              JOIN job_stats s ON s.job = j.name JOIN job_recent r ON r.job = j.name \
              WHERE {filter}"
         ),
         &params,
     )? {
-        if let Ok(seen) = serde_json::from_str::<Vec<Seen>>(&r.text("seen")) {
-            kept.insert(r.text("job"), seen);
+        if let Some(k) = kept_of(&r) {
+            kept.insert(r.text("job"), k.seen);
         }
     }
     let cols: Vec<String> = PASS_COLS
