@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
@@ -85,16 +86,11 @@ pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
 /// Unblock `signals` in the calling thread (and the threads it starts
 /// after).
 fn unblock(signals: &[i32]) {
-    // SAFETY: a sigset_t filled by sigemptyset/sigaddset, and
-    // pthread_sigmask only changes this thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for &sig in signals {
-            libc::sigaddset(&mut set, sig);
-        }
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    let mut set = SigSet::empty();
+    for sig in signals.iter().filter_map(|&s| Signal::try_from(s).ok()) {
+        set.add(sig);
     }
+    let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
 }
 
 /// On SIGCHLD (and once when the watch starts): if the watched child has
