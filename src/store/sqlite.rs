@@ -42,18 +42,15 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// (`Store::allow_checkpoints`: passive, for stores many passes share),
 /// and a pass's release (`Store::tidy`: the WAL emptied, for the pass that
 /// runs alone, whose successor would otherwise read it all back). Neither
-/// checkpoints in its turn in the writers' line: a checkpoint syncs the
-/// WAL and the store to disk, and every writer behind would wait for it.
+/// copies the log back in its turn in the writers' line: a checkpoint syncs
+/// the WAL and the store to disk, and every writer behind would wait for
+/// it (a release empties a log already copied, in a turn had at once).
 pub const CHECKPOINT_PAGES: u32 = 128;
 
 /// A WAL emptied by a renewer's checkpoint is cut back to this size when
 /// the next write starts it over, so its size tells a release whether it
 /// grew long.
 const WAL_KEPT_BYTES: u64 = 64 * 4120;
-
-/// How long a release's checkpoint waits for other connections; a busy
-/// store skips it (the next release tries again).
-const TIDY_PATIENCE: Duration = Duration::from_millis(50);
 
 /// How a write waits for another process's transaction: naps of a
 /// millisecond at first, doubling every eight tries up to 32 ms, each
@@ -523,9 +520,22 @@ impl Backend for SqliteBackend {
         if !self.wal_long() {
             return;
         }
-        // Only while no writer is in line: a TRUNCATE checkpoint takes
-        // SQLite's write lock and waits for readers, so under load it
-        // would stall every writer behind it (renewers checkpoint then).
+        // The log is copied back out of line, by a passive checkpoint that
+        // waits for no one and holds no writer up (a reader that still
+        // needs part of the log leaves that part). Only a log with nothing
+        // left to copy is emptied, in a turn had at once, and never waiting
+        // for a reader: under load, a turn held for a checkpoint's copy and
+        // syncs stalled every renewal behind it.
+        let copied = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                let (busy, log, done): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                Ok(busy == 0 && log == done)
+            })
+            .unwrap_or(false);
+        if !copied {
+            return;
+        }
         let turn = match &self.writers {
             Some(line) => match line.turn(std::time::Instant::now()) {
                 Some(turn) => Some(turn),
@@ -533,7 +543,7 @@ impl Backend for SqliteBackend {
             },
             None => None,
         };
-        let _ = wait_politely(&mut self.conn, TIDY_PATIENCE);
+        let _ = wait_politely(&mut self.conn, Duration::ZERO);
         let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
         drop(turn);
     }
@@ -674,6 +684,71 @@ fn map_err(path: &str, e: rusqlite::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store whose write-ahead log has grown long, written by a second
+    /// connection (as other passes would), and that connection.
+    fn store_with_a_long_log(dir: &Path) -> (SqliteStore, Connection) {
+        let path = dir.join("s.db");
+        let store = SqliteStore::open(&path, 0o600).expect("a new store");
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch(
+                "PRAGMA wal_autocheckpoint=0; CREATE TABLE filler(b); \
+                 INSERT INTO filler VALUES (zeroblob(1000000));",
+            )
+            .unwrap();
+        assert!(store.backend.wal_long(), "the log is long");
+        (store, other)
+    }
+
+    fn wal_len(dir: &Path) -> u64 {
+        fs::metadata(dir.join("s.db-wal")).map_or(0, |m| m.len())
+    }
+
+    #[test]
+    fn a_release_alone_empties_a_long_log() {
+        let dir = tempfile::tempdir().unwrap();
+        // The other connection stays open, idle: the release alone empties
+        // the log (its successor would otherwise read it all back).
+        let (mut store, _other) = store_with_a_long_log(dir.path());
+        store.backend.tidy();
+        assert_eq!(wal_len(dir.path()), 0, "the log is emptied");
+    }
+
+    /// A reader that still needs part of the log leaves it long: the
+    /// release copies back what it can without waiting in the writers'
+    /// line, and takes no turn to empty a log it could not copy (a turn
+    /// held while a checkpoint waited and synced stalled every renewal
+    /// behind it).
+    #[test]
+    fn a_release_takes_no_turn_for_a_log_a_reader_still_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, other) = store_with_a_long_log(dir.path());
+        let reader = Connection::open(dir.path().join("s.db")).unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM filler;")
+            .unwrap();
+        other
+            .execute("INSERT INTO filler VALUES (zeroblob(600000))", [])
+            .unwrap();
+        let line = store.backend.writers.as_ref().expect("a writers' line");
+        let before = line.turns.load(std::sync::atomic::Ordering::Relaxed);
+        store.backend.tidy();
+        let line = store.backend.writers.as_ref().unwrap();
+        assert_eq!(
+            line.turns.load(std::sync::atomic::Ordering::Relaxed),
+            before,
+            "no turn taken"
+        );
+        assert!(
+            wal_len(dir.path()) > 0,
+            "the reader's part of the log is kept"
+        );
+        // Once the reader is done, the next release empties it.
+        reader.execute_batch("COMMIT").unwrap();
+        store.backend.tidy();
+        assert_eq!(wal_len(dir.path()), 0, "the log is emptied");
+    }
 
     #[test]
     fn network_filesystems_are_named() {

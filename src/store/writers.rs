@@ -97,6 +97,9 @@ fn timers_usable() -> bool {
 #[derive(Debug)]
 pub struct Writers {
     file: File,
+    /// How many turns this line gave (for tests that a step takes none).
+    #[cfg(test)]
+    pub(super) turns: std::sync::atomic::AtomicUsize,
 }
 
 /// This connection's turn to write; dropping it lets the next writer in.
@@ -154,7 +157,11 @@ impl Writers {
             .metadata()
             .map_err(|e| format!("cannot inspect {}: {e}", path.display()))?;
         crate::files::judge(&path, &md, crate::files::Kind::Regular, mode)?;
-        Ok(Some(Writers { file }))
+        Ok(Some(Writers {
+            file,
+            #[cfg(test)]
+            turns: Default::default(),
+        }))
     }
 
     /// A line that cannot be opened: refused when something other than a
@@ -173,6 +180,16 @@ impl Writers {
     /// Wait in line until `deadline`: the turn, or `None` once the
     /// deadline has passed.
     pub fn turn(&self, deadline: Instant) -> Option<Turn<'_>> {
+        let turn = self.wait(deadline);
+        #[cfg(test)]
+        if turn.is_some() {
+            self.turns
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        turn
+    }
+
+    fn wait(&self, deadline: Instant) -> Option<Turn<'_>> {
         let fd = self.file.as_raw_fd();
         // SAFETY: flock on a descriptor this line owns.
         if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
