@@ -17,6 +17,9 @@
 //!         with its stderr in DIR/I.err; waits for all and writes each exit
 //!         code (128+N for signal N) to DIR/I.rc; prints the seconds it took
 //!         to start them all
+//!     bench-runner lost DB DIR JOB_PREFIX
+//!         of the passes spawned into DIR, how many lost their lease while
+//!         passes were starting, while all ran, and once they began to end
 //!     bench-runner leases DB
 //!         prints how many leases the store holds now
 //!     bench-runner watch DB STOPFILE
@@ -28,7 +31,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn usage() -> ! {
-    eprintln!("usage: bench-runner time|phases|seed|watch ... (see benches/runner.rs)");
+    eprintln!(
+        "usage: bench-runner time|phases|seed|spawn|lost|leases|watch ... (see benches/runner.rs)"
+    );
     std::process::exit(2)
 }
 
@@ -235,20 +240,27 @@ fn spawn(args: &[String]) {
     let dir = std::path::PathBuf::from(args.get(1).unwrap_or_else(|| usage()));
     let argv = &args[2..];
     let t = Instant::now();
-    let mut children = vec![];
+    // Every stderr file is made before the first pass starts, and the exit
+    // codes are written once all have ended: files made while the passes
+    // start or end would be load the passes themselves do not make.
+    let mut errs = vec![];
     for i in 1..=n {
+        errs.push(std::fs::File::create(dir.join(format!("{i}.err"))).expect("cannot write DIR"));
+    }
+    let mut children = vec![];
+    let mut codes = vec![];
+    for (i, err) in (1..=n).zip(errs) {
         let argv: Vec<String> = argv
             .iter()
             .map(|a| a.replace("{}", &i.to_string()))
             .collect();
         let mut c = command(&argv);
-        let err = std::fs::File::create(dir.join(format!("{i}.err"))).expect("cannot write DIR");
         c.stderr(err);
         match c.spawn() {
             Ok(child) => children.push((i, child)),
             Err(e) => {
                 let _ = std::fs::write(dir.join(format!("{i}.err")), format!("spawn: {e}\n"));
-                let _ = std::fs::write(dir.join(format!("{i}.rc")), "127\n");
+                codes.push((i, 127));
             }
         }
     }
@@ -259,8 +271,61 @@ fn spawn(args: &[String]) {
             Ok(s) => s.code().unwrap_or(128 + s.signal().unwrap_or(0)),
             Err(_) => 255,
         };
+        codes.push((i, code));
+    }
+    for (i, code) in codes {
         let _ = std::fs::write(dir.join(format!("{i}.rc")), format!("{code}\n"));
     }
+}
+
+/// When the passes spawned into DIR lost their leases: while passes were
+/// still starting (before the last one's start), while all of them ran, or
+/// once they had begun to end (from the first one's end). The starts and
+/// ends are the store's history rows for JOB_PREFIX*; a loss is dated by
+/// its pass's stderr file, whose last line the "lease lost" line is (the
+/// pass says nothing after it until its command ends, and its command then
+/// ends at once). Prints the three counts, then "overlap" when the last
+/// start came after the first end (the passes' commands did not outlive
+/// the start-up, so the phases are not apart).
+fn lost(args: &[String]) -> rusqlite::Result<()> {
+    let (Some(db), Some(dir), Some(prefix)) = (args.first(), args.get(1), args.get(2)) else {
+        usage()
+    };
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let (last_start, first_end): (i64, i64) = c.query_row(
+        "SELECT max(started_ms), min(ended_ms) FROM history WHERE job LIKE ?1 || '%'",
+        [prefix],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let (mut starting, mut running, mut ending) = (0, 0, 0);
+    for e in std::fs::read_dir(dir).expect("cannot read DIR").flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "err") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if !text.contains("lease lost") {
+            continue;
+        }
+        let at = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        match at {
+            at if at < last_start => starting += 1,
+            at if at < first_end => running += 1,
+            _ => ending += 1,
+        }
+    }
+    let overlap = if last_start > first_end {
+        " overlap"
+    } else {
+        ""
+    };
+    println!("{starting} {running} {ending}{overlap}");
+    Ok(())
 }
 
 fn main() {
@@ -281,6 +346,7 @@ fn main() {
             spawn(rest);
             Ok(())
         }
+        Some("lost") => lost(rest),
         Some("leases") => {
             println!("{}", leases(rest.first().unwrap_or_else(|| usage())));
             Ok(())

@@ -15,13 +15,14 @@
 #   scripts/bench.sh big              # history and status on 1,000 jobs x
 #                                     # 1,000 passes
 #   scripts/bench.sh contention [N..] # N (3000) concurrent renewing passes at
-#                                     # a 3 s lease, distinct jobs, 20 s each
+#                                     # a 3 s lease, distinct jobs, HOLD s each
 #   scripts/bench.sh fleet            # PostgreSQL fleet figures (below)
 #
 # Modes combine: `scripts/bench.sh pass rss`. Settings (environment):
 #   RUNS (300) timed runs per command, WARMUP (20) untimed rounds first,
 #   PHASE_RUNS (300), PSS_N (1000), BIG_JOBS (1000), BIG_PASSES (1000),
-#   HOLD (20) seconds each contention pass runs, PG (1), OUT
+#   HOLD (60: long enough that 3,000 passes all start before the first
+#   ends) seconds each contention pass runs, PG (1), OUT
 #   (docs/benchmarks.md; OUT=- prints only).
 #
 # Commands are timed by benches/runner.rs (round-robin, so a noisy machine
@@ -329,21 +330,24 @@ tally() {
 }
 
 mode_contention() {
-  local counts=("$@") hold=${HOLD:-20}
+  local counts=("$@") hold=${HOLD:-60}
   [ ${#counts[@]} -gt 0 ] || counts=(3000)
   begin "Contention: concurrent renewing passes on one SQLite store"
-  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms)."
+  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms). A lost lease is dated by its pass's last stderr line, the loss: while passes were still starting (before the last one started), while all of them ran, or once the first had ended."
   say
-  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | WAL MiB | wall s |"
-  say "|---|---|---|---|---|---|---|---|---|"
-  local n dir db t0 started startfail failed lost late peak wal
+  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | lost while starting / all running / ending | WAL MiB | wall s |"
+  say "|---|---|---|---|---|---|---|---|---|---|"
+  local n dir db t0 started startfail failed lost late peak wal when
   # The knee: the most passes that ran with no late renewal, and the
   # fewest whose renewals came late or lost their lease.
   local calm="none" late_at="" lost_at=""
   for n in "${counts[@]}"; do
     dir=$work/contention-$n db=$work/contention-$n.db
     mkdir -p "$dir"
-    JOBRUN_DB=$db "$bin" run "c.$n.0" -- true 2>/dev/null
+    # The store is made by a pass of another job, so that the history of
+    # the jobs c.N.* is the spawned passes' alone: the runner's "lost"
+    # dates their starts and ends by it.
+    JOBRUN_DB=$db "$bin" run "first.$n" -- true 2>/dev/null
     "$runner" watch "$db" "$dir/stop" >"$dir/peak" &
     # The WAL's largest size while they run (a checkpoint starved by
     # readers makes every read slower).
@@ -359,7 +363,8 @@ mode_contention() {
     late=$(cat "$dir"/*.err | grep -c "warning: renewed" || true)
     peak=$(cat "$dir/peak")
     wal=$(cat "$dir/wal")
-    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $wal | $((SECONDS - t0)) |"
+    when=$("$runner" lost "$db" "$dir" "c.$n." | awk '{ printf "%s / %s / %s", $1, $2, $3; if ($4) printf " (the commands ended before the last pass started)" }')
+    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $when | $wal | $((SECONDS - t0)) |"
     if [ "$late" -eq 0 ] && [ "$lost" -eq 0 ] && [ "$startfail" -eq 0 ]; then
       calm=$n
     elif [ -z "$late_at" ]; then
