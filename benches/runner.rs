@@ -19,7 +19,8 @@
 //!         to start them all
 //!     bench-runner lost DB DIR JOB_PREFIX
 //!         of the passes spawned into DIR, how many lost their lease while
-//!         passes were starting, while all ran, and once they began to end
+//!         passes were starting, while all ran, once they began to end, and
+//!         at a time their stderr does not tell
 //!     bench-runner leases DB
 //!         prints how many leases the store holds now
 //!     bench-runner watch DB STOPFILE
@@ -240,21 +241,26 @@ fn spawn(args: &[String]) {
     let dir = std::path::PathBuf::from(args.get(1).unwrap_or_else(|| usage()));
     let argv = &args[2..];
     let t = Instant::now();
-    // Every stderr file is made before the first pass starts, and the exit
-    // codes are written once all have ended: files made while the passes
-    // start or end would be load the passes themselves do not make.
-    let mut errs = vec![];
+    // Every stderr file is made before the first pass starts (and closed:
+    // thousands held open would pass a common limit on open files), and
+    // the exit codes are written once all have ended: files made while the
+    // passes start or end would be load the passes themselves do not make.
+    let err_of = |i: usize| dir.join(format!("{i}.err"));
     for i in 1..=n {
-        errs.push(std::fs::File::create(dir.join(format!("{i}.err"))).expect("cannot write DIR"));
+        std::fs::File::create(err_of(i)).expect("cannot write DIR");
     }
     let mut children = vec![];
     let mut codes = vec![];
-    for (i, err) in (1..=n).zip(errs) {
+    for i in 1..=n {
         let argv: Vec<String> = argv
             .iter()
             .map(|a| a.replace("{}", &i.to_string()))
             .collect();
         let mut c = command(&argv);
+        let err = std::fs::OpenOptions::new()
+            .write(true)
+            .open(err_of(i))
+            .expect("cannot write DIR");
         c.stderr(err);
         match c.spawn() {
             Ok(child) => children.push((i, child)),
@@ -281,23 +287,29 @@ fn spawn(args: &[String]) {
 /// When the passes spawned into DIR lost their leases: while passes were
 /// still starting (before the last one's start), while all of them ran, or
 /// once they had begun to end (from the first one's end). The starts and
-/// ends are the store's history rows for JOB_PREFIX*; a loss is dated by
-/// its pass's stderr file, whose last line the "lease lost" line is (the
-/// pass says nothing after it until its command ends, and its command then
-/// ends at once). Prints the three counts, then "overlap" when the last
-/// start came after the first end (the passes' commands did not outlive
-/// the start-up, so the phases are not apart).
+/// ends are the store's history rows of the jobs named JOB_PREFIX...; a
+/// loss is dated by its pass's stderr file when the "lease lost" line is
+/// its last line (a pass says nothing more until its command ends), and
+/// counted as undated otherwise. Prints the four counts, then "overlap"
+/// when the last start came after the first end (the commands did not
+/// outlive the start-up, so the phases are not apart), or "none" alone when
+/// the store has no such passes.
 fn lost(args: &[String]) -> rusqlite::Result<()> {
     let (Some(db), Some(dir), Some(prefix)) = (args.first(), args.get(1), args.get(2)) else {
         usage()
     };
     let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let (last_start, first_end): (i64, i64) = c.query_row(
-        "SELECT max(started_ms), min(ended_ms) FROM history WHERE job LIKE ?1 || '%'",
+    let span: (Option<i64>, Option<i64>) = c.query_row(
+        "SELECT max(started_ms), min(ended_ms) FROM history \
+         WHERE substr(job, 1, length(?1)) = ?1",
         [prefix],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let (mut starting, mut running, mut ending) = (0, 0, 0);
+    let (Some(last_start), Some(first_end)) = span else {
+        println!("none");
+        return Ok(());
+    };
+    let (mut starting, mut running, mut ending, mut undated) = (0, 0, 0, 0);
     for e in std::fs::read_dir(dir).expect("cannot read DIR").flatten() {
         let path = e.path();
         if path.extension().is_none_or(|x| x != "err") {
@@ -307,16 +319,18 @@ fn lost(args: &[String]) -> rusqlite::Result<()> {
         if !text.contains("lease lost") {
             continue;
         }
+        let last = text.lines().last().unwrap_or_default();
         let at = e
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as i64);
-        match at {
-            at if at < last_start => starting += 1,
-            at if at < first_end => running += 1,
-            _ => ending += 1,
+            .map(|d| d.as_millis() as i64);
+        match at.filter(|_| last.contains("lease lost")) {
+            None => undated += 1,
+            Some(at) if at < last_start => starting += 1,
+            Some(at) if at < first_end => running += 1,
+            Some(_) => ending += 1,
         }
     }
     let overlap = if last_start > first_end {
@@ -324,7 +338,7 @@ fn lost(args: &[String]) -> rusqlite::Result<()> {
     } else {
         ""
     };
-    println!("{starting} {running} {ending}{overlap}");
+    println!("{starting} {running} {ending} {undated}{overlap}");
     Ok(())
 }
 

@@ -333,7 +333,7 @@ mode_contention() {
   local counts=("$@") hold=${HOLD:-60}
   [ ${#counts[@]} -gt 0 ] || counts=(3000)
   begin "Contention: concurrent renewing passes on one SQLite store"
-  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms). A lost lease is dated by its pass's last stderr line, the loss: while passes were still starting (before the last one started), while all of them ran, or once the first had ended."
+  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms). A lost lease is dated by its pass's last stderr line when that is the loss (undated otherwise): while passes were still starting (before the last one started), while all of them ran, or once the first had ended."
   say
   say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | lost while starting / all running / ending | WAL MiB | wall s |"
   say "|---|---|---|---|---|---|---|---|---|---|"
@@ -363,7 +363,11 @@ mode_contention() {
     late=$(cat "$dir"/*.err | grep -c "warning: renewed" || true)
     peak=$(cat "$dir/peak")
     wal=$(cat "$dir/wal")
-    when=$("$runner" lost "$db" "$dir" "c.$n." | awk '{ printf "%s / %s / %s", $1, $2, $3; if ($4) printf " (the commands ended before the last pass started)" }')
+    when=$("$runner" lost "$db" "$dir" "c.$n." | awk '
+      $1 == "none" { printf "no passes in history"; next }
+      { printf "%s / %s / %s", $1, $2, $3
+        if ($4 > 0) printf " (%s undated)", $4
+        if ($5) printf " (the commands ended before the last pass started)" }')
     say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $when | $wal | $((SECONDS - t0)) |"
     if [ "$late" -eq 0 ] && [ "$lost" -eq 0 ] && [ "$startfail" -eq 0 ]; then
       calm=$n

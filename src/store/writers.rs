@@ -180,21 +180,37 @@ impl Writers {
     /// Wait in line until `deadline`: the turn, or `None` once the
     /// deadline has passed.
     pub fn turn(&self, deadline: Instant) -> Option<Turn<'_>> {
-        let turn = self.wait(deadline);
-        #[cfg(test)]
+        let turn = self.free().or_else(|| self.wait(deadline));
+        self.count(&turn);
+        turn
+    }
+
+    /// The turn if nobody has it now, without waiting at all.
+    pub fn try_turn(&self) -> Option<Turn<'_>> {
+        let turn = self.free();
+        self.count(&turn);
+        turn
+    }
+
+    fn free(&self) -> Option<Turn<'_>> {
+        // SAFETY: flock on a descriptor this line owns.
+        let free = unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        (free == 0).then_some(Turn(&self.file))
+    }
+
+    #[cfg(test)]
+    fn count(&self, turn: &Option<Turn<'_>>) {
         if turn.is_some() {
             self.turns
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        turn
     }
+
+    #[cfg(not(test))]
+    fn count(&self, _turn: &Option<Turn<'_>>) {}
 
     fn wait(&self, deadline: Instant) -> Option<Turn<'_>> {
         let fd = self.file.as_raw_fd();
-        // SAFETY: flock on a descriptor this line owns.
-        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Some(Turn(&self.file));
-        }
         if !timers_usable() {
             return self.poll(deadline);
         }
