@@ -176,6 +176,15 @@ fn evict(s: &mut Subject, key: &LeaseKey, condition: EvictIf) -> bool {
     s.store.evict(&key.job, &ev, "contract").unwrap()
 }
 
+/// The record of pass `pass`, which took the slot of `k` and ended so.
+fn released(k: &LeaseKey, pass: &str, outcome: Outcome) -> PassRecord {
+    PassRecord {
+        pass_id: pass.into(),
+        token: Some(k.token),
+        ..record(&k.job, outcome)
+    }
+}
+
 /// A pass as its wrapper records it: one that took a slot has a token.
 fn record(job: &str, outcome: Outcome) -> PassRecord {
     let took_slot = outcome.ran_command();
@@ -765,9 +774,7 @@ fn counters_outlive_pruning(s: &mut Subject) {
     let k = take(s, "c", "a");
     s.clock.advance(Duration::from_secs(1));
     assert!(evict(s, &k, EvictIf::TokenMatches));
-    let mut ended = record("c", Outcome::Ok);
-    ended.pass_id = "a".into();
-    ended.token = Some(k.token);
+    let ended = released(&k, "a", Outcome::Ok);
     s.store
         .release(&k, Some((&ended, super::Keep::last(1))), &s.pin)
         .unwrap();
@@ -844,9 +851,7 @@ fn figures_outlive_pruning(s: &mut Subject) {
     let k = take(s, "f", "a");
     s.clock.advance(Duration::from_secs(1));
     assert!(evict(s, &k, EvictIf::TokenMatches));
-    let mut ended = record("f", Outcome::Ok);
-    ended.pass_id = "a".into();
-    ended.token = Some(k.token);
+    let ended = released(&k, "a", Outcome::Ok);
     s.store
         .release(&k, Some((&ended, super::Keep::last(1))), &s.pin)
         .unwrap();
@@ -938,9 +943,7 @@ fn the_latest_passes_outlive_pruning(s: &mut Subject) {
     s.clock.advance(Duration::from_secs(1));
     assert!(evict(s, &k, EvictIf::TokenMatches));
     assert_eq!(seen(s)[0].outcome, Outcome::Abandoned);
-    let mut ended = record("r", Outcome::Failed);
-    ended.pass_id = "a".into();
-    ended.token = Some(k.token);
+    let mut ended = released(&k, "a", Outcome::Failed);
     ended.duration_ms = 777;
     s.store
         .release(&k, Some((&ended, super::Keep::last(3))), &s.pin)
@@ -961,9 +964,7 @@ fn the_latest_passes_outlive_pruning(s: &mut Subject) {
     (s.forge)("DELETE FROM history WHERE job = 'r'");
     (s.forge)("DELETE FROM jobs WHERE name = 'r'");
     let k = take(s, "r", "b");
-    let mut again = record("r", Outcome::Ok);
-    again.pass_id = "b".into();
-    again.token = Some(k.token);
+    let mut again = released(&k, "b", Outcome::Ok);
     again.duration_ms = 4242;
     s.store
         .release(&k, Some((&again, super::Keep::last(3))), &s.pin)
@@ -1020,9 +1021,7 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
         Some("dead: no process (P), no container with its label")
     );
     // The holder was alive after all: its own release replaces the row.
-    let mut ended = record("o", Outcome::Ok);
-    ended.pass_id = "a".into();
-    ended.token = Some(k.token);
+    let ended = released(&k, "a", Outcome::Ok);
     assert!(!s
         .store
         .release(&k, Some((&ended, super::Keep::last(10))), &s.pin)
