@@ -265,7 +265,7 @@ fn spawn(args: &[String]) {
         match c.spawn() {
             Ok(child) => children.push((i, child)),
             Err(e) => {
-                let _ = std::fs::write(dir.join(format!("{i}.err")), format!("spawn: {e}\n"));
+                let _ = std::fs::write(err_of(i), format!("spawn: {e}\n"));
                 codes.push((i, 127));
             }
         }

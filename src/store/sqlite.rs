@@ -528,9 +528,7 @@ impl SqliteBackend {
         // Passive: it waits for no one, and writers go on meanwhile.
         if self.checkpoints && matches!(behavior, TransactionBehavior::Immediate) && self.wal_long()
         {
-            let _ = self
-                .conn
-                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            self.copy_back();
         }
         Ok(out)
     }

@@ -234,11 +234,9 @@ impl Writers {
 
     /// Wait in line by trying every millisecond (no timer to end a wait).
     fn poll(&self, deadline: Instant) -> Option<Turn<'_>> {
-        let fd = self.file.as_raw_fd();
         loop {
-            // SAFETY: flock on a descriptor this line owns.
-            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Some(Turn(&self.file));
+            if let Some(turn) = self.free() {
+                return Some(turn);
             }
             if Instant::now() >= deadline {
                 return None;
