@@ -44,6 +44,10 @@ pub enum Event {
 /// The child whose exit the signal thread notices on SIGCHLD (0: none),
 /// and whether that thread takes SIGCHLD at all.
 static WATCHED: AtomicI32 = AtomicI32::new(0);
+/// The leader of the child's group until it is reaped (0: none): the
+/// signal thread reaps the orphans of its group this process adopted
+/// (`process::reap_adopted`).
+static LEADER: AtomicI32 = AtomicI32::new(0);
 static ON_SIGCHLD: AtomicBool = AtomicBool::new(false);
 
 /// Route the forwarded signals jobrun takes over (`spawn::takes_over`: all
@@ -96,6 +100,10 @@ fn unblock(signals: &[i32]) {
 /// On SIGCHLD (and once when the watch starts): if the watched child has
 /// exited, say so on `events`, exactly once. `false` when nobody listens.
 fn notice_exit(events: &Sender<Event>) -> bool {
+    let leader = LEADER.load(Ordering::SeqCst);
+    if leader != 0 {
+        process::reap_adopted(leader);
+    }
     let pid = WATCHED.load(Ordering::SeqCst);
     if pid == 0 || !exited(pid) {
         return true;
@@ -127,6 +135,7 @@ fn exited(pid: i32) -> bool {
 /// waits for it.
 pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
     if ON_SIGCHLD.load(Ordering::SeqCst) {
+        LEADER.store(pid as i32, Ordering::SeqCst);
         WATCHED.store(pid as i32, Ordering::SeqCst);
         // It may have exited before it was watched.
         notice_exit(&events);
@@ -323,6 +332,7 @@ pub fn supervise(
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
     end_group_leftovers(child, kill_after, label, log, due);
+    LEADER.store(0, Ordering::SeqCst);
     let status = child.wait();
     crate::trace::mark("group");
     Ended {
@@ -380,7 +390,7 @@ fn end_group_leftovers(
 /// among them, count as gone, so they never hold the wrapper for the grace
 /// period and draw a needless KILL).
 fn group_runs(pgid: i32) -> bool {
-    process::group(pgid) != Group::Empty
+    process::own_group(pgid) != Group::Empty
 }
 
 #[cfg(test)]

@@ -195,6 +195,111 @@ pub fn group(pgid: i32) -> Group {
     }
 }
 
+/// Whether this process adopts the orphans of its descendants
+/// (`become_subreaper`).
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make this process the reaper of its descendants' orphans
+/// (`PR_SET_CHILD_SUBREAPER`): a process the command leaves behind is then
+/// re-parented to this process, not to init, so its group's survivors are
+/// found among this process's descendants (`own_group`) without listing
+/// every process on the machine. Whether it could.
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with an integer argument changes only this process.
+    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+    SUBREAPER.store(done, std::sync::atomic::Ordering::SeqCst);
+    done
+}
+
+/// The children of `pid` (`self` for this process), every thread's, as
+/// the kernel lists them. `None` where it does not (a kernel without
+/// `/proc/PID/task/TID/children`) or the process is gone.
+fn children_of(pid: &str) -> Option<Vec<i32>> {
+    let mut out = vec![];
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let text = fs::read_to_string(task.path().join("children")).ok()?;
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
+}
+
+/// One walk of this process's descendants: every pid seen, and those of
+/// group `pgid` that have not exited. `None` where children cannot be
+/// listed.
+fn walk_descendants(pgid: i32) -> Option<(Vec<i32>, Vec<i32>)> {
+    let (mut seen, mut live) = (vec![], vec![]);
+    let mut todo = children_of("self")?;
+    while let Some(pid) = todo.pop() {
+        seen.push(pid);
+        if stat(pid).is_some_and(|s| s.pgrp == pgid && !s.exited()) {
+            live.push(pid);
+        }
+        // One that ended meanwhile has no children left: they were
+        // re-parented to this process, and the next walk sees them.
+        todo.extend(children_of(&pid.to_string()).unwrap_or_default());
+    }
+    seen.sort_unstable();
+    live.sort_unstable();
+    Some((seen, live))
+}
+
+/// What is left of group `pgid`, the group of this process's child: as
+/// `group`, but where this process is a subreaper (`become_subreaper`) from
+/// its descendants alone. Every member of the group descends from this
+/// process then: its leader is this process's child, whatever a member
+/// forks descends from it, and a member orphaned is re-parented here. (A
+/// process outside this process's descendants can join the group only
+/// from the same session, by its own deliberate `setpgid`; it is not
+/// looked for.) Walks repeat until two see the same processes, so one
+/// that forks and exits during a walk is not missed; where they keep
+/// changing, or children cannot be listed, every process is scanned.
+pub fn own_group(pgid: i32) -> Group {
+    if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
+        return group(pgid);
+    }
+    let mut last = None;
+    for _ in 0..4 {
+        let Some((seen, live)) = walk_descendants(pgid) else {
+            return group(pgid);
+        };
+        if !live.is_empty() {
+            return Group::Runs(live);
+        }
+        if last.as_ref() == Some(&seen) {
+            return Group::Empty;
+        }
+        last = Some(seen);
+    }
+    group(pgid)
+}
+
+/// Reap this process's adopted children (`become_subreaper`) that have
+/// exited: members of group `pgid` other than its leader `pgid` (which its
+/// owner reaps last), and processes of other sessions (daemons the command
+/// started). Children of this process's own session in other groups are
+/// left alone: they may be helpers another thread waits for.
+pub fn reap_adopted(pgid: i32) {
+    if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let ours = nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0);
+    for pid in children_of("self").unwrap_or_default() {
+        if pid == pgid {
+            continue;
+        }
+        if stat(pid).is_some_and(|s| s.exited() && (s.pgrp == pgid || s.session != ours)) {
+            // Our child, exited: the pid cannot be reused before this.
+            let _ = nix::sys::wait::waitpid(
+                nix::unistd::Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+    }
+}
+
 /// Whether `pid` runs a jobrun binary: its executable is named `jobrun`
 /// (or `jobrun-*`), or is the very file this process runs. Where the
 /// executable cannot be read (another user's process, without root), its
@@ -265,6 +370,33 @@ pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<i32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member of a group is found below a descendant that is not in it:
+    /// here a job control shell (this test's child) and its job, which
+    /// leads a group of its own.
+    #[test]
+    fn a_member_below_a_process_of_another_group_is_found() {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut shell = std::process::Command::new("bash")
+            .args(["-c", "set -m; sleep 60 & echo $!; wait"])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bash");
+        let mut line = String::new();
+        std::io::BufReader::new(shell.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let job: i32 = line.trim().parse().unwrap();
+        let walked = walk_descendants(job);
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(job), nix::sys::signal::SIGKILL);
+        let _ = shell.wait();
+        let (seen, live) = walked.expect("this kernel lists children");
+        assert!(seen.contains(&(shell.id() as i32)), "{seen:?}");
+        assert_eq!(live, [job]);
+    }
 
     #[test]
     fn stat_parses_names_with_spaces_and_parens() {

@@ -334,6 +334,54 @@ fn leftovers_of_the_group_end_with_the_pass(env: &TestEnv) {
     assert_eq!(outcomes(env, "j"), ["ok"]);
 }
 
+fn orphans_of_the_command_are_adopted_and_reaped_at_once(env: &TestEnv) {
+    // The wrapper is the subreaper of what the command orphans: a process
+    // of the group, and a daemon in a session of its own, both come to it.
+    // Each that ends while the pass runs on is reaped then, not left a
+    // zombie under the wrapper until the pass ends.
+    let child = script(
+        env,
+        "child.sh",
+        "sh -c 'sleep 60 & echo $! > member.pid'\n\
+         sh -c 'setsid sleep 60 & echo $! > daemon.pid'\n\
+         touch ready\n\
+         exec sleep 60",
+    );
+    let pid = env.start("w", &["run", "j", "--", &child]);
+    assert!(
+        env.wait_for_file("ready", secs(10)),
+        "{}",
+        env.stderr_of("w")
+    );
+    for name in ["member.pid", "daemon.pid"] {
+        let orphan = env.pid_in(name);
+        assert_eq!(parent_of(orphan), Some(pid as i32), "{name}: pid {orphan}");
+        kill(orphan, libc::SIGKILL);
+        assert!(
+            wait_until(secs(5), || proc_state(orphan).is_none()),
+            "{name}: pid {orphan} is {:?} while the pass runs",
+            proc_state(orphan)
+        );
+    }
+    assert_eq!(
+        env.wait_exit(pid, Duration::ZERO),
+        None,
+        "the pass ended early"
+    );
+    kill(pid as i32, libc::SIGTERM);
+    assert_eq!(env.wait_exit(pid, secs(10)), Some(143));
+}
+
+/// The parent of `pid`, from /proc.
+fn parent_of(pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 both_stores!(
     exit_codes_pass_through,
     child_sees_job_token_slot_and_pass,
@@ -345,4 +393,5 @@ both_stores!(
     no_zombie_is_left_once_the_wrapper_has_ended_the_group,
     leftovers_of_the_group_end_with_the_pass,
     the_lease_is_renewed_while_leftovers_are_ended,
+    orphans_of_the_command_are_adopted_and_reaped_at_once,
 );

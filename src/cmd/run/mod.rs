@@ -175,6 +175,9 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     // and acted on, never the default "die holding it".
     let (sender, events) = mpsc::channel();
     supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
+    // Orphans of the command come to this process, where the end of the
+    // pass finds them without listing every process (`process::own_group`).
+    crate::process::become_subreaper();
     // --spread and --jitter: before anything is taken, and apart from the
     // pass's own wait and duration.
     if let Some(sig) = delay_before_pass(&settings, &events) {
