@@ -270,6 +270,8 @@ fn run(engine: Engine, args: &[&str], timeout: Duration) -> Result<String, Failu
 struct Running {
     engine: Engine,
     child: Child,
+    /// Dropped after the child is reaped (`process::spawn_helper`).
+    _helper: crate::process::Helper,
     stdout: Receiver<Vec<u8>>,
     stderr: Receiver<Vec<u8>>,
 }
@@ -277,22 +279,24 @@ struct Running {
 impl Running {
     fn spawn(engine: Engine, args: &[String]) -> Result<Running, String> {
         let name = engine.as_str();
-        let mut child = Command::new(name)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => format!("{name} is not installed (not in PATH)"),
-                _ => format!("cannot run {name}: {e}"),
-            })?;
+        let (mut child, helper) = crate::process::spawn_helper(
+            Command::new(name)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0),
+        )
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{name} is not installed (not in PATH)"),
+            _ => format!("cannot run {name}: {e}"),
+        })?;
         let stdout = reader(child.stdout.take());
         let stderr = reader(child.stderr.take());
         Ok(Running {
             engine,
             child,
+            _helper: helper,
             stdout,
             stderr,
         })

@@ -187,7 +187,7 @@ fn command(line: &str, pass: &PassVars, end: Option<EndVars>) -> Command {
 /// Run one hook to its end and log what went wrong with it.
 fn run(which: Which, line: &str, pass: &PassVars, end: Option<EndVars>, timeout: Duration) {
     let label = format!("{}: {} hook", pass.job, which.flag());
-    let child = match command(line, pass, end).spawn() {
+    let (child, _helper) = match crate::process::spawn_helper(&mut command(line, pass, end)) {
         Ok(c) => c,
         Err(e) => {
             say!(warning, "{label} could not start: {e}");

@@ -332,6 +332,11 @@ pub fn supervise(
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
     end_group_leftovers(child, kill_after, label, log, due);
+    // Members that ended last are reaped here, whether or not the signal
+    // thread has seen their SIGCHLD yet.
+    if let Some(pgid) = child.leader() {
+        process::reap_adopted(pgid);
+    }
     LEADER.store(0, Ordering::SeqCst);
     let status = child.wait();
     crate::trace::mark("group");

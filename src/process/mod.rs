@@ -213,17 +213,22 @@ pub fn become_subreaper() -> bool {
 
 /// The children of `pid` (`self` for this process), every thread's, as
 /// the kernel lists them. `None` where it does not (a kernel without
-/// `/proc/PID/task/TID/children`) or the process is gone.
+/// `/proc/PID/task/TID/children`) or the process is gone. A thread that
+/// ends meanwhile is skipped (its children were another thread's).
 fn children_of(pid: &str) -> Option<Vec<i32>> {
     let mut out = vec![];
+    let mut listed = false;
     for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        let text = fs::read_to_string(task.path().join("children")).ok()?;
+        let Ok(text) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        listed = true;
         out.extend(
             text.split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok()),
         );
     }
-    Some(out)
+    listed.then_some(out)
 }
 
 /// One walk of this process's descendants: every pid seen, and those of
@@ -276,22 +281,55 @@ pub fn own_group(pgid: i32) -> Group {
     group(pgid)
 }
 
-/// Reap this process's adopted children (`become_subreaper`) that have
-/// exited: members of group `pgid` other than its leader `pgid` (which its
-/// owner reaps last), and processes of other sessions (daemons the command
-/// started). Children of this process's own session in other groups are
-/// left alone: they may be helpers another thread waits for.
+/// This process's own helpers (hooks, container engine commands): each
+/// is reaped by the thread that waits for it, never by `reap_adopted`.
+static HELPERS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn helpers() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    HELPERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A helper of this process, spawned by `spawn_helper`: known as one until
+/// dropped, after its owner has reaped it.
+#[derive(Debug)]
+pub struct Helper(i32);
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        helpers().retain(|p| *p != self.0);
+    }
+}
+
+/// Spawn `command` as a helper of this process: `reap_adopted` cannot run
+/// between its start and its registration, so it never takes the helper's
+/// exit from the thread that waits for it.
+pub fn spawn_helper(
+    command: &mut std::process::Command,
+) -> std::io::Result<(std::process::Child, Helper)> {
+    let mut helpers = helpers();
+    let child = command.spawn()?;
+    let pid = child.id() as i32;
+    helpers.push(pid);
+    Ok((child, Helper(pid)))
+}
+
+/// Reap this process's children that have exited (`become_subreaper`: the
+/// orphans it adopted), except the leader of group `pgid` (which its
+/// owner reaps last, so the group's id stays its own until then) and this
+/// process's own helpers (`spawn_helper`).
 pub fn reap_adopted(pgid: i32) {
     if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
-    let ours = nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0);
+    let helpers = helpers();
     for pid in children_of("self").unwrap_or_default() {
-        if pid == pgid {
+        if pid == pgid || helpers.contains(&pid) {
             continue;
         }
-        if stat(pid).is_some_and(|s| s.exited() && (s.pgrp == pgid || s.session != ours)) {
-            // Our child, exited: the pid cannot be reused before this.
+        if stat(pid).is_some_and(|s| s.exited()) {
+            // Our child, exited: its pid cannot be reused before this.
             let _ = nix::sys::wait::waitpid(
                 nix::unistd::Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),

@@ -336,14 +336,16 @@ fn leftovers_of_the_group_end_with_the_pass(env: &TestEnv) {
 
 fn orphans_of_the_command_are_adopted_and_reaped_at_once(env: &TestEnv) {
     // The wrapper is the subreaper of what the command orphans: a process
-    // of the group, and a daemon in a session of its own, both come to it.
-    // Each that ends while the pass runs on is reaped then, not left a
+    // of the group, a daemon in a session of its own, and a job of a job
+    // control shell (a group of its own, as `timeout` makes), all come to
+    // it. Each that ends while the pass runs on is reaped then, not left a
     // zombie under the wrapper until the pass ends.
     let child = script(
         env,
         "child.sh",
         "sh -c 'sleep 60 & echo $! > member.pid'\n\
          sh -c 'setsid sleep 60 & echo $! > daemon.pid'\n\
+         bash -c 'set -m; sleep 60 & echo $! > job.pid' 2>/dev/null\n\
          touch ready\n\
          exec sleep 60",
     );
@@ -353,7 +355,7 @@ fn orphans_of_the_command_are_adopted_and_reaped_at_once(env: &TestEnv) {
         "{}",
         env.stderr_of("w")
     );
-    for name in ["member.pid", "daemon.pid"] {
+    for name in ["member.pid", "daemon.pid", "job.pid"] {
         let orphan = env.pid_in(name);
         assert_eq!(parent_of(orphan), Some(pid as i32), "{name}: pid {orphan}");
         kill(orphan, libc::SIGKILL);
