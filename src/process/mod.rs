@@ -298,7 +298,11 @@ pub struct Helper(i32);
 
 impl Drop for Helper {
     fn drop(&mut self) {
-        helpers().retain(|p| *p != self.0);
+        // One entry: a pid reused by a newer helper stays registered.
+        let mut helpers = helpers();
+        if let Some(at) = helpers.iter().position(|p| *p == self.0) {
+            helpers.swap_remove(at);
+        }
     }
 }
 
