@@ -76,7 +76,7 @@ pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
         .spawn(move || {
             for s in signals.forever() {
                 let sent = match s {
-                    SIGCHLD => notice_exit(&events),
+                    SIGCHLD => notice_exit(&events, true),
                     _ => events.send(Event::Signal(s)).is_ok(),
                 };
                 if !sent {
@@ -98,23 +98,27 @@ fn unblock(signals: &[i32]) {
 }
 
 /// On SIGCHLD (and once when the watch starts): if the watched child has
-/// exited, say so on `events`, exactly once. `false` when nobody listens.
-fn notice_exit(events: &Sender<Event>) -> bool {
+/// exited, say so on `events`, exactly once. Otherwise, on SIGCHLD
+/// (`reap`), reap the orphans this process adopted that have ended (when
+/// the child has exited, its owner reaps them once the group is ended, so
+/// a pass's usual end lists no children here). `false` when nobody
+/// listens.
+fn notice_exit(events: &Sender<Event>, reap: bool) -> bool {
+    let pid = WATCHED.load(Ordering::SeqCst);
+    if pid != 0 && exited(pid) {
+        if WATCHED
+            .compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return true;
+        }
+        return events.send(Event::ChildExited).is_ok();
+    }
     let leader = LEADER.load(Ordering::SeqCst);
-    if leader != 0 {
+    if reap && leader != 0 {
         process::reap_adopted(leader);
     }
-    let pid = WATCHED.load(Ordering::SeqCst);
-    if pid == 0 || !exited(pid) {
-        return true;
-    }
-    if WATCHED
-        .compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst)
-        .is_err()
-    {
-        return true;
-    }
-    events.send(Event::ChildExited).is_ok()
+    true
 }
 
 /// Whether child `pid` has exited, without reaping it (no longer our child
@@ -138,7 +142,7 @@ pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
         LEADER.store(pid as i32, Ordering::SeqCst);
         WATCHED.store(pid as i32, Ordering::SeqCst);
         // It may have exited before it was watched.
-        notice_exit(&events);
+        notice_exit(&events, false);
         return Ok(());
     }
     std::thread::Builder::new()

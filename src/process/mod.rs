@@ -259,8 +259,9 @@ fn walk_descendants(pgid: i32) -> Option<(Vec<i32>, Vec<i32>)> {
 /// process outside this process's descendants can join the group only
 /// from the same session, by its own deliberate `setpgid`; it is not
 /// looked for.) Walks repeat until two see the same processes, so one
-/// that forks and exits during a walk is not missed; where they keep
-/// changing, or children cannot be listed, every process is scanned.
+/// that forks and exits during a walk is not missed (one walk that finds
+/// the ended leader alone is enough); where they keep changing, or
+/// children cannot be listed, every process is scanned.
 pub fn own_group(pgid: i32) -> Group {
     if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
         return group(pgid);
@@ -273,7 +274,9 @@ pub fn own_group(pgid: i32) -> Group {
         if !live.is_empty() {
             return Group::Runs(live);
         }
-        if last.as_ref() == Some(&seen) {
+        // Only the leader, ended: its children came to this process when
+        // it ended, before this walk listed them, so none was missed.
+        if last.as_ref() == Some(&seen) || seen == [pgid] {
             return Group::Empty;
         }
         last = Some(seen);
