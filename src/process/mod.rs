@@ -335,13 +335,12 @@ pub fn reap_adopted(pgid: i32) {
         if pid == pgid || helpers.contains(&pid) {
             continue;
         }
-        if stat(pid).is_some_and(|s| s.exited()) {
-            // Our child, exited: its pid cannot be reused before this.
-            let _ = nix::sys::wait::waitpid(
-                nix::unistd::Pid::from_raw(pid),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-        }
+        // Our child: reaped if it has exited (its pid cannot be reused
+        // before this), left alone if it runs.
+        let _ = nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::procfs::parent_of;
 use crate::support::{alive, both_stores, exits, kill, script, wait_until, Jobrun, TestEnv};
 
 /// A command that cannot start: exit `code` and one line saying why.
@@ -357,7 +358,7 @@ fn orphans_of_the_command_are_adopted_and_reaped_at_once(env: &TestEnv) {
     );
     for name in ["member.pid", "daemon.pid", "job.pid"] {
         let orphan = env.pid_in(name);
-        assert_eq!(parent_of(orphan), Some(pid as i32), "{name}: pid {orphan}");
+        assert_eq!(parent_of(orphan), pid as i32, "{name}: pid {orphan}");
         kill(orphan, libc::SIGKILL);
         assert!(
             wait_until(secs(5), || proc_state(orphan).is_none()),
@@ -372,16 +373,6 @@ fn orphans_of_the_command_are_adopted_and_reaped_at_once(env: &TestEnv) {
     );
     kill(pid as i32, libc::SIGTERM);
     assert_eq!(env.wait_exit(pid, secs(10)), Some(143));
-}
-
-/// The parent of `pid`, from /proc.
-fn parent_of(pid: i32) -> Option<i32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s[s.rfind(')')? + 2..]
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 both_stores!(

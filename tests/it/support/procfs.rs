@@ -26,6 +26,11 @@ pub fn session_of(pid: i32) -> i32 {
     stat_field(pid, 3) as i32
 }
 
+/// The parent of `pid`.
+pub fn parent_of(pid: i32) -> i32 {
+    stat_field(pid, 1) as i32
+}
+
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
