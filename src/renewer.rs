@@ -286,10 +286,11 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
                 return RenewerExit::MaxIdle;
             }
         }
+        // A renewal is stamped at the earliest as it starts (`now`): its
+        // window counts from there, however long the store took to answer.
         match target.renew() {
             Ok(Renewal::Renewed) => {
-                let now = ticker.now();
-                let since = now.saturating_duration_since(last_renewed);
+                let since = ticker.now().saturating_duration_since(last_renewed);
                 if !warned_late && renewal_late(ms(cfg.lease), ms(since)) {
                     warned_late = true;
                     log!(
@@ -639,6 +640,68 @@ mod tests {
              (150ms); last error: database is locked",
         );
         ran.said(&said);
+    }
+
+    /// A clock a renewal moves too: it takes `slow` to answer the first
+    /// time (renewed), then fails at once.
+    struct Slow {
+        now: Arc<Mutex<Instant>>,
+        slow: Duration,
+        calls: u32,
+    }
+
+    impl Renewable for Slow {
+        fn renew(&mut self) -> anyhow::Result<Renewal> {
+            self.calls += 1;
+            if self.calls > 1 {
+                anyhow::bail!("database is locked");
+            }
+            *self.now.lock().unwrap() += self.slow;
+            Ok(Renewal::Renewed)
+        }
+    }
+
+    struct Shared(Arc<Mutex<Instant>>);
+
+    impl Ticker for Shared {
+        fn wait(&mut self, interval: Duration) -> bool {
+            *self.0.lock().unwrap() += interval;
+            true
+        }
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    /// A renewal is stamped at the earliest as it is asked for, so the
+    /// window counts from there, not from the answer: one asked at 20 ms
+    /// and answered at 120 ms leaves the lease lost at the first tick past
+    /// 170 ms (180 ms: three failures), where counting from the answer
+    /// would have kept it to 280 ms.
+    #[test]
+    fn a_slow_renewals_window_counts_from_when_it_was_asked() {
+        let start = Instant::now();
+        let now = Arc::new(Mutex::new(start));
+        let (log, said) = kept();
+        let cfg = RenewerConfig {
+            label: "j slot 0 (token 1)".into(),
+            interval: TICK,
+            lease: LEASE,
+            max_hold: LONG,
+            taken: start,
+            max_idle: None,
+            log,
+        };
+        let mut lease = Slow {
+            now: Arc::clone(&now),
+            slow: Duration::from_millis(100),
+            calls: 0,
+        };
+        let exit = renew_until_done(&mut lease, &cfg, &mut Shared(Arc::clone(&now)));
+        assert_eq!((exit, lease.calls), (RenewerExit::LeaseLost, 4));
+        assert_eq!(*now.lock().unwrap() - start, Duration::from_millis(180));
+        let said = said.lock().unwrap();
+        assert!(said.last().unwrap().contains("lease lost"), "{said:?}");
     }
 
     /// The thread: a loss is reported to its owner once; the owner's stop

@@ -122,7 +122,7 @@ fn both(body: fn(&mut Subject)) {
 
 const LEASE: Duration = MIN_LEASE;
 
-fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
+pub(super) fn req(job: &str, pass: &str, slots: u32) -> AcquireRequest {
     AcquireRequest {
         job: job.into(),
         pass_id: pass.into(),

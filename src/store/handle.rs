@@ -267,6 +267,9 @@ impl StoreLease {
         // shortly before its window ends: late but inside the window still
         // keeps the lease, where a failed tick would wait a whole interval.
         // A fleet's server keeps its own timeouts: half an interval there.
+        // A renewal's stamps are read at the earliest as it starts (on the
+        // board, as it is asked): its window counts from here.
+        let started = Instant::now();
         let one_machine = self.store.spec.reach() == StoreReach::OneMachine;
         if one_machine {
             let left = self.lease.saturating_sub(self.last.elapsed());
@@ -281,7 +284,7 @@ impl StoreLease {
         }
         let renewed = store.renew_held(&self.held, self.lease, &self.pin);
         if let Ok(Renewal::Renewed) = renewed {
-            self.last = Instant::now();
+            self.last = started;
         }
         if let (true, Ok(Renewal::Renewed), Held::Lease(key)) =
             (self.watch_progress, &renewed, &self.held)

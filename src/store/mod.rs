@@ -20,8 +20,10 @@ use crate::policy::watch::Declared;
 use crate::policy::window::{WindowAsk, WindowRow};
 use crate::renewer::Renewal;
 
+mod board;
 #[cfg(test)]
 mod contract;
+mod gate;
 mod handle;
 mod opened;
 mod pgconfig;
@@ -198,6 +200,17 @@ impl StoreSpec {
         match self {
             StoreSpec::Sqlite(..) => StoreReach::OneMachine,
             StoreSpec::Postgres(_) => StoreReach::Fleet,
+        }
+    }
+
+    /// A place at the starters' gate of a SQLite store (`gate`), waited
+    /// for until `gate::PATIENCE` or `stopped`; `None` without one.
+    pub fn start_gate(&self, stopped: &mut dyn FnMut() -> bool) -> Option<gate::Gate> {
+        match self {
+            StoreSpec::Sqlite(path, mode) => {
+                gate::Gate::enter(path, *mode, gate::PATIENCE, stopped)
+            }
+            StoreSpec::Postgres(_) => None,
         }
     }
 

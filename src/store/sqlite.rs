@@ -17,15 +17,19 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use rusqlite::config::DbConfig;
 use rusqlite::{types::ValueRef, Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
+use super::board::{Asked, Board, Request, Taken, Withdrawn};
 use super::opened;
 use super::schema::{self, Dialect, Fit, Marker};
-use super::sql::{Backend, ClockOffset, Columns, Conn, Found, Renew, Row, SqlStore, Value};
+use super::sql::{
+    Backend, ClockOffset, Columns, Conn, Found, Renew, RenewTarget, Row, SqlStore, Value,
+};
 use super::writers::Writers;
 use super::{Result, StoreError};
 use crate::policy::lease::Clock;
@@ -114,12 +118,14 @@ pub struct SqliteBackend {
     wal: PathBuf,
     /// The writers' line every write transaction waits in (`writers`);
     /// `None` where this user may not open it.
-    writers: Option<Writers>,
+    writers: Option<Arc<Writers>>,
     /// How long a write waits for its turn and SQLite's lock together.
     patience: Duration,
     /// Checkpoint after a write that leaves the WAL long (a renewer's).
     checkpoints: bool,
     boot_id: String,
+    /// The store file's device and inode (`board_key`).
+    file_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
 }
@@ -230,6 +236,10 @@ impl SqliteStore {
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
             ),
+            file_id: {
+                use std::os::unix::fs::MetadataExt;
+                format!("{}:{}", store_md.dev(), store_md.ino())
+            },
             offset: ClockOffset::default(),
         };
         // Switching a new store to WAL and migrating it can report busy at
@@ -247,7 +257,9 @@ impl SqliteStore {
         }
         // Made once the store is known to be jobrun's: nothing is left
         // beside a file that is refused.
-        backend.writers = Writers::open(path, &store_md, mode).map_err(StoreError::Refused)?;
+        backend.writers = Writers::open(path, &store_md, mode)
+            .map_err(StoreError::Refused)?
+            .map(Arc::new);
         Ok(SqlStore { backend })
     }
 }
@@ -497,21 +509,55 @@ impl SqliteBackend {
         behavior: TransactionBehavior,
         f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
     ) -> Result<T> {
-        let path = self.path.clone();
         // A write waits its turn in the writers' line first, then for
         // SQLite's lock (held by a writer outside the line, if any) with
         // what is left of its patience; a turn not had by then leaves one
         // try at SQLite's lock.
+        let line = self.writers.clone();
         let mut turn = None;
-        if let (TransactionBehavior::Immediate, Some(line)) = (behavior, &self.writers) {
-            let asked = std::time::Instant::now();
+        if let (TransactionBehavior::Immediate, Some(line)) = (behavior, &line) {
+            let asked = Instant::now();
             turn = line.turn(asked + self.patience);
             let left = match turn {
                 Some(_) => self.patience.saturating_sub(asked.elapsed()),
                 None => Duration::ZERO,
             };
-            wait_politely(&mut self.conn, left).map_err(|e| map_err(&path, e))?;
+            wait_politely(&mut self.conn, left).map_err(|e| map_err(&self.path, e))?;
         }
+        // In a turn, the renewals asked on the board are written too.
+        let board = match (&turn, &line) {
+            (Some(_), Some(line)) => line.board(false),
+            _ => None,
+        };
+        let (out, answered) = self.transact(behavior, board, f)?;
+        drop(turn);
+        board.inspect(|b| b.wake(&answered));
+        if matches!(behavior, TransactionBehavior::Immediate) {
+            self.written();
+        }
+        Ok(out)
+    }
+
+    /// After a write's turn: a renewer's connection copies a long log back.
+    /// Passive: it waits for no one, and writers go on meanwhile.
+    fn written(&self) {
+        if self.checkpoints && self.wal_long() {
+            self.copy_back();
+        }
+    }
+
+    /// One transaction running `f`; given the renewals board (in a turn of
+    /// the line), it also renews the requests waiting there, and answers
+    /// them once committed: the requests answered, whose owners the caller
+    /// wakes once its turn is given up (`Board::wake`).
+    fn transact<T>(
+        &mut self,
+        behavior: TransactionBehavior,
+        board: Option<&Board>,
+        f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
+    ) -> Result<(T, Vec<(Asked, bool)>)> {
+        let path = self.path.clone();
+        let key = self.board_key();
         let tx = self
             .conn
             .transaction_with_behavior(behavior)
@@ -523,15 +569,200 @@ impl SqliteBackend {
             offset: &self.offset,
         };
         let out = f(&mut conn)?;
-        tx.commit().map_err(|e| map_err(&path, e))?;
-        drop(turn);
-        // Passive: it waits for no one, and writers go on meanwhile.
-        if self.checkpoints && matches!(behavior, TransactionBehavior::Immediate) && self.wal_long()
-        {
-            self.copy_back();
+        let taken = match board {
+            Some(board) => {
+                let boot_ms = conn.clock()?.boot_ms().unwrap_or(i64::MAX);
+                board.take(&key, boot_ms, BATCH)
+            }
+            None => Vec::new(),
+        };
+        let answers = match renew_taken(&mut conn, &taken) {
+            Ok(answers) => answers,
+            Err(e) => {
+                board.inspect(|b| b.give_back(&taken));
+                return Err(e);
+            }
+        };
+        if let Err(e) = tx.commit() {
+            board.inspect(|b| b.give_back(&taken));
+            return Err(map_err(&path, e));
         }
-        Ok(out)
+        board.inspect(|b| b.answer(&answers));
+        Ok((out, answers))
     }
+
+    /// Which requests on the board this connection may write: those of
+    /// the same store file, stamped on the same clock (this process's boot
+    /// clock, and the store's clock offset, a test seam).
+    fn board_key(&self) -> String {
+        format!("{} {} {}", self.file_id, self.boot_id, self.offset.ms())
+    }
+
+    /// Renew a lease through the renewals board: ask there with this
+    /// instant's stamps, then wait in line as any write does. Whoever has
+    /// the turn first writes the request: a writer ahead in line (the turn
+    /// then only finds the answer), or this renewal, which then writes
+    /// every request waiting with its own. `Ok(None)`: no board here, or
+    /// the request does not fit on it.
+    fn renew_on_board(&mut self, renew: &Renew) -> Result<Option<Found>> {
+        let RenewTarget::Lease { job, slot, token } = &renew.held else {
+            return Ok(None);
+        };
+        let Some(line) = self.writers.clone() else {
+            return Ok(None);
+        };
+        let Some(board) = line.board(true) else {
+            return Ok(None);
+        };
+        let Some(place) = board.mine() else {
+            return Ok(None);
+        };
+        let clock = self.offset.apply(Clock {
+            now_ms: crate::clock::now_ms(),
+            boot: Some((self.boot_id.clone(), crate::clock::boot_ms())),
+        });
+        let req = Request {
+            job: job.clone(),
+            slot: *slot,
+            token: *token,
+            lease_ms: renew.lease_ms,
+            now_ms: clock.now_ms,
+            boot_ms: clock.boot_ms().unwrap_or_default(),
+            key: self.board_key(),
+        };
+        let Some(asked) = board.ask(place, &req) else {
+            return Ok(None);
+        };
+        // Asked, the pass sleeps until a writer in its turn writes the
+        // request with its own, and tries for the turn now and then: a free
+        // turn is its own, and its transaction writes every request
+        // waiting. Past two thirds of its patience it waits in line as any
+        // write does.
+        let start = Instant::now();
+        let in_line_from = start + self.patience * 2 / 3;
+        let mut nap = BOARD_NAP;
+        let turn = loop {
+            if let Some(renewed) = board.wait(asked, (Instant::now() + nap).min(in_line_from)) {
+                return Ok(Some(answered(renewed)));
+            }
+            if let Some(turn) = line.try_turn() {
+                break Some(turn);
+            }
+            if Instant::now() >= in_line_from {
+                break line.turn(start + self.patience);
+            }
+            nap = (nap * 2).min(BOARD_NAP_MAX);
+        };
+        let Some(turn) = turn else {
+            return match board.withdraw(asked) {
+                Withdrawn::Answer(renewed) => Ok(Some(answered(renewed))),
+                // Taken by a writer still in its turn: this tick failed.
+                Withdrawn::Taken => Err(StoreError::Busy(self.path.clone())),
+                // One try at SQLite's lock, as any write whose turn did
+                // not come.
+                Withdrawn::Yes => {
+                    wait_politely(&mut self.conn, Duration::ZERO)
+                        .map_err(|e| map_err(&self.path, e))?;
+                    let out = self.transact(TransactionBehavior::Immediate, None, &mut |c| {
+                        renew_in(c, renew)
+                    });
+                    self.written();
+                    out.map(|(found, _)| Some(found))
+                }
+            };
+        };
+        if let Some(renewed) = answer_in_turn(board, asked) {
+            return Ok(Some(answered(renewed)));
+        }
+        let left = self.patience.saturating_sub(start.elapsed());
+        wait_politely(&mut self.conn, left).map_err(|e| map_err(&self.path, e))?;
+        let out = self.transact(TransactionBehavior::Immediate, Some(board), &mut |c| {
+            renew_in(c, renew)
+        });
+        drop(turn);
+        let (found, answers) = out?;
+        board.wake(&answers);
+        self.written();
+        Ok(Some(found))
+    }
+}
+
+/// How many requests on the board one turn writes at most.
+const BATCH: usize = 512;
+
+/// How long a renewal asked on the board sleeps before it first tries for
+/// the turn itself, and at most between two tries (doubling).
+const BOARD_NAP: Duration = Duration::from_millis(20);
+const BOARD_NAP_MAX: Duration = Duration::from_millis(100);
+
+/// In a turn of the line: the answer to `asked`, or `None` once it is
+/// withdrawn for this turn to write. A request still taken then was taken
+/// by a writer whose turn ended without an answer (it died in it).
+fn answer_in_turn(board: &Board, asked: Asked) -> Option<bool> {
+    match board.withdraw(asked) {
+        Withdrawn::Answer(renewed) => Some(renewed),
+        Withdrawn::Yes | Withdrawn::Taken => None,
+    }
+}
+
+/// A lease's renewal as the board answered it.
+fn answered(renewed: bool) -> Found {
+    Found {
+        renewed,
+        promoted: false,
+        identity: None,
+    }
+}
+
+/// The compare-and-set of one renewal stamped now, and for a waiter
+/// whether it was promoted meanwhile, in one transaction.
+fn renew_in(c: &mut dyn Conn, renew: &Renew) -> Result<Found> {
+    let clock = c.clock()?;
+    let renewed = renew_at(c, renew, clock.now_ms, clock.boot_ms())?;
+    let promoted = match renew.promoted(1) {
+        Some((sql, params)) if !renewed => c
+            .query(&sql, &params)?
+            .first()
+            .is_some_and(|r| r.int("promoted") > 0),
+        _ => false,
+    };
+    Ok(Found {
+        renewed,
+        promoted,
+        identity: None,
+    })
+}
+
+/// The compare-and-set of one renewal with the given stamps: whether the
+/// row was ours.
+fn renew_at(c: &mut dyn Conn, renew: &Renew, now_ms: i64, boot_ms: Option<i64>) -> Result<bool> {
+    let next = renew.next_param();
+    let (sql, mut params) = renew.update(&format!("${next}"), &format!("${}", next + 1));
+    params.push(now_ms.into());
+    params.push(boot_ms.into());
+    Ok(c.exec(&sql, &params)? > 0)
+}
+
+/// Write the requests taken from the board, in the transaction of `c`,
+/// each with its requester's stamps: whether each was renewed.
+fn renew_taken(c: &mut dyn Conn, taken: &[Taken]) -> Result<Vec<(Asked, bool)>> {
+    taken
+        .iter()
+        .map(|t| {
+            let renew = Renew {
+                held: RenewTarget::Lease {
+                    job: t.req.job.clone(),
+                    slot: t.req.slot,
+                    token: t.req.token,
+                },
+                lease_ms: t.req.lease_ms,
+            };
+            Ok((
+                t.asked,
+                renew_at(c, &renew, t.req.now_ms, Some(t.req.boot_ms))?,
+            ))
+        })
+        .collect()
 }
 
 impl Backend for SqliteBackend {
@@ -567,30 +798,16 @@ impl Backend for SqliteBackend {
         self.run(TransactionBehavior::Deferred, f)
     }
 
-    /// One write transaction: the compare-and-set, then for a waiter whose
-    /// row is gone whether it was promoted. The file is the store's
-    /// identity; its pin is checked before (`StorePin::check_file`).
+    /// A lease's compare-and-set asked on the renewals board, where the
+    /// store has one; else one write transaction: the compare-and-set, then
+    /// for a waiter whose row is gone whether it was promoted. The file is
+    /// the store's identity; its pin is checked before
+    /// (`StorePin::check_file`).
     fn renew(&mut self, renew: &Renew, _pinned: Option<&str>) -> Result<Found> {
-        self.write(&mut |c| {
-            let clock = c.clock()?;
-            let next = renew.next_param();
-            let (sql, mut params) = renew.update(&format!("${next}"), &format!("${}", next + 1));
-            params.push(clock.now_ms.into());
-            params.push(clock.boot_ms().into());
-            let renewed = c.exec(&sql, &params)? > 0;
-            let promoted = match renew.promoted(1) {
-                Some((sql, params)) if !renewed => c
-                    .query(&sql, &params)?
-                    .first()
-                    .is_some_and(|r| r.int("promoted") > 0),
-                _ => false,
-            };
-            Ok(Found {
-                renewed,
-                promoted,
-                identity: None,
-            })
-        })
+        if let Some(found) = self.renew_on_board(renew)? {
+            return Ok(found);
+        }
+        self.write(&mut |c| renew_in(c, renew))
     }
 }
 
@@ -695,6 +912,76 @@ fn map_err(path: &str, e: rusqlite::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pass whose renewal is asked on the board while another
+    /// connection has the line's turn: that connection's transaction
+    /// writes it, stamped on the pass's clock as it asked, and the pass's
+    /// own turn then only reads the answer.
+    #[test]
+    fn a_renewal_asked_on_the_board_is_written_in_the_turn_before_its_own() {
+        use crate::store::{Acquire, Held, Store, StorePin, StoreSpec};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut pass = SqliteStore::open(&path, 0o600).unwrap();
+        let mut other = SqliteStore::open(&path, 0o600).unwrap();
+        let pin = StorePin::new(&StoreSpec::Sqlite(path.clone(), 0o600), &mut pass).unwrap();
+        let key = match pass
+            .acquire(&super::super::contract::req("j", "p", 1), &[])
+            .unwrap()
+            .result
+        {
+            Acquire::Acquired(k) => k,
+            other => panic!("{other:?}"),
+        };
+        let renewed = || -> i64 {
+            Connection::open(&path)
+                .unwrap()
+                .query_row("SELECT renewed_ms FROM leases WHERE job = 'j'", [], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+        };
+        let taken_at = renewed();
+        // Both clocks a minute on: the stamp is the pass's, as it asked.
+        pass.backend.offset.advance(Duration::from_secs(60));
+        other.backend.offset.advance(Duration::from_secs(60));
+        let line = other.backend.writers.clone().unwrap();
+        let board = line.board(true).unwrap();
+        let turn = line.turn(Instant::now()).expect("the line is free");
+        let renewing = std::thread::spawn(move || {
+            let r = pass.renew_held(&Held::Lease(key), crate::policy::lease::MIN_LEASE, &pin);
+            (pass, r)
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let asked = loop {
+            if let [req] = &board.asked()[..] {
+                break req.clone();
+            }
+            assert!(Instant::now() < deadline, "no request on the board");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(asked.now_ms >= taken_at + 60_000, "{asked:?}");
+        let before = other.backend.conn.total_changes();
+        other
+            .backend
+            .transact(TransactionBehavior::Immediate, Some(board), &mut |_| Ok(()))
+            .unwrap();
+        assert_eq!(
+            other.backend.conn.total_changes() - before,
+            1,
+            "the other's transaction wrote the renewal"
+        );
+        let stamped = renewed();
+        assert_eq!(stamped, asked.now_ms, "not stamped as it was asked");
+        drop(turn);
+        let (pass, got) = renewing.join().unwrap();
+        assert!(
+            matches!(got, Ok(crate::renewer::Renewal::Renewed)),
+            "{got:?}"
+        );
+        assert_eq!(renewed(), stamped, "the pass wrote it again");
+        drop(pass);
+    }
 
     /// A store whose write-ahead log has grown long, written by a second
     /// connection (as other passes would), and that connection.

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 
+use super::board::Board;
+
 /// The side file's suffix, beside the store file as `-wal` and `-shm`.
 pub const WRITERS_SUFFIX: &str = "-writers";
 
@@ -97,6 +99,8 @@ fn timers_usable() -> bool {
 #[derive(Debug)]
 pub struct Writers {
     file: File,
+    /// The renewals board in the same file, once mapped (`board`).
+    board: OnceLock<Board>,
     /// How many turns this line gave (for tests that a step takes none).
     #[cfg(test)]
     pub(super) turns: std::sync::atomic::AtomicUsize,
@@ -127,11 +131,20 @@ impl Writers {
     ) -> Result<Option<Writers>, String> {
         use std::os::unix::fs::MetadataExt;
         let path = path_of(store);
-        let made = OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+        // Opened for writing where it may be, for its renewals board; a
+        // user who may only read it still waits in line.
+        let made = OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL;
         let (file, created) = match crate::files::open(None, &path, made, mode) {
             Ok(f) => (f, true),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                match crate::files::open(None, &path, OFlag::O_RDONLY, 0) {
+                match crate::files::open(None, &path, OFlag::O_RDWR, 0).or_else(|e| {
+                    match e.raw_os_error() {
+                        Some(libc::EACCES | libc::EPERM | libc::EROFS) => {
+                            crate::files::open(None, &path, OFlag::O_RDONLY, 0)
+                        }
+                        _ => Err(e),
+                    }
+                }) {
                     Ok(f) => (f, false),
                     Err(e) => return Self::unusable(&path, e, mode),
                 }
@@ -159,6 +172,7 @@ impl Writers {
         crate::files::judge(&path, &md, crate::files::Kind::Regular, mode)?;
         Ok(Some(Writers {
             file,
+            board: OnceLock::new(),
             #[cfg(test)]
             turns: Default::default(),
         }))
@@ -175,6 +189,20 @@ impl Writers {
             Some(libc::EACCES | libc::EPERM | libc::EROFS) => Ok(None),
             _ => Err(crate::files::open_failure(path, &e)),
         }
+    }
+
+    /// The renewals board in this file: made (the file grown) if `make`,
+    /// else only where one already is. `None` where this user cannot
+    /// write the file or map it.
+    pub fn board(&self, make: bool) -> Option<&Board> {
+        if let Some(board) = self.board.get() {
+            return Some(board);
+        }
+        if !make && self.file.metadata().ok()?.len() < super::board::LEN as u64 {
+            return None;
+        }
+        let board = Board::map(self.file.try_clone().ok()?, make)?;
+        Some(self.board.get_or_init(|| board))
     }
 
     /// Wait in line until `deadline`: the turn, or `None` once the
@@ -211,39 +239,56 @@ impl Writers {
 
     fn wait(&self, deadline: Instant) -> Option<Turn<'_>> {
         let fd = self.file.as_raw_fd();
-        if !timers_usable() {
-            return self.poll(deadline);
-        }
-        unblock_turn_signal();
-        let Some(timer) = Timer::until(deadline) else {
-            return self.poll(deadline);
-        };
-        let got = loop {
-            // SAFETY: as above; the timer's signal interrupts the wait.
-            if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
-                break true;
-            }
-            let interrupted = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
-            if !interrupted || Instant::now() >= deadline {
-                break false;
-            }
-        };
-        drop(timer);
+        let got = wait_until(
+            deadline,
+            // SAFETY: flock on a descriptor this line owns; a signal
+            // interrupts the wait.
+            || unsafe { libc::flock(fd, libc::LOCK_EX) } == 0,
+            || self.free().map(std::mem::forget).is_some(),
+        );
         got.then_some(Turn(&self.file))
     }
+}
 
-    /// Wait in line by trying every millisecond (no timer to end a wait).
-    fn poll(&self, deadline: Instant) -> Option<Turn<'_>> {
+/// Wait in a kernel lock until `deadline`: `lock` blocks until the lock is
+/// had (`true`) or a signal interrupts it (`false`, with `EINTR`), and the
+/// timer's signal interrupts it at the deadline. Where no timer can be
+/// used, `try_lock` (without blocking) is tried every millisecond instead.
+/// Whether the lock was had.
+pub(super) fn wait_until(
+    deadline: Instant,
+    mut lock: impl FnMut() -> bool,
+    mut try_lock: impl FnMut() -> bool,
+) -> bool {
+    let timer = match timers_usable() {
+        true => {
+            unblock_turn_signal();
+            Timer::until(deadline)
+        }
+        false => None,
+    };
+    let Some(timer) = timer else {
         loop {
-            if let Some(turn) = self.free() {
-                return Some(turn);
+            if try_lock() {
+                return true;
             }
             if Instant::now() >= deadline {
-                return None;
+                return false;
             }
             std::thread::sleep(crate::random::jittered(POLL_NAP));
         }
-    }
+    };
+    let got = loop {
+        if lock() {
+            break true;
+        }
+        let interrupted = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+        if !interrupted || Instant::now() >= deadline {
+            break false;
+        }
+    };
+    drop(timer);
+    got
 }
 
 /// A timer that signals this thread at a deadline and every `REPEAT` after

@@ -365,3 +365,119 @@ fn a_renewal_held_up_in_line_is_shown_late_and_keeps_the_lease() {
     );
     assert!(!said.contains("lease lost"), "{said}");
 }
+
+/// Every place at the starters' gate of the store held by this test, as
+/// jobrun holds one: a byte-range lock (`F_OFD_SETLK`) per CPU, past the
+/// renewals board in `<store>-writers`. Dropped (the file closed), the
+/// gate is free.
+fn hold_the_gate(env: &TestEnv) -> fs::File {
+    // Past the board: 36 KiB of states, then 8,192 places of 512 bytes.
+    const AT: i64 = 36 * 1024 + 8192 * 512;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("{}-writers", env.db))
+        .unwrap();
+    let places = std::thread::available_parallelism().unwrap().get();
+    for place in 0..places as i64 {
+        // SAFETY: a zeroed flock is valid; fcntl reads it.
+        let held = unsafe {
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = libc::F_WRLCK as libc::c_short;
+            fl.l_whence = libc::SEEK_SET as libc::c_short;
+            fl.l_start = AT + place;
+            fl.l_len = 1;
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::F_OFD_SETLK,
+                &mut fl,
+            ) == 0
+        };
+        assert!(held, "place {place} of the gate is taken");
+    }
+    file
+}
+
+/// How many waits for a lock on the store's `<store>-writers` the kernel
+/// lists (`/proc/locks`): passes waiting at the starters' gate.
+fn waiting_at_the_gate(env: &TestEnv) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let ino = fs::metadata(format!("{}-writers", env.db)).unwrap().ino();
+    fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("-> OFDLCK") && l.contains(&format!(":{ino} ")))
+        .count()
+}
+
+/// Passes of one store start a few at a time: while every place at the
+/// starters' gate is taken, a pass waits there, taking nothing; it starts
+/// once a place is left; and a TERM while it waits ends it at once (143)
+/// with nothing taken or recorded.
+#[test]
+fn a_pass_waits_among_the_starters_and_term_ends_its_wait() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env).args(["run", "first", "--", "true"]).run();
+    let gate = hold_the_gate(&env);
+    let waiting = env.start("waiting", &["run", "j", "--", "touch", "ran"]);
+    let stopped = env.start("stopped", &["run", "k", "--", "touch", "ran-k"]);
+    assert!(
+        wait_until(WAIT, || waiting_at_the_gate(&env) >= 2),
+        "the passes never waited at the gate: {} {}",
+        env.stderr_of("waiting"),
+        env.stderr_of("stopped")
+    );
+    let sent = std::time::Instant::now();
+    crate::support::kill(stopped as i32, libc::SIGTERM);
+    assert_eq!(
+        env.wait_exit(stopped, WAIT),
+        Some(143),
+        "{}",
+        env.stderr_of("stopped")
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        sent.elapsed()
+    );
+    let err = env.stderr_of("stopped");
+    assert!(
+        err.contains(
+            "k: stopped by signal 15 before trying for a slot (waiting among the store's \
+             starters); nothing was taken"
+        ),
+        "{err}"
+    );
+    assert!(!env.path("ran-k").exists());
+    assert!(env.find_job("k").is_none(), "the stopped pass was recorded");
+    // The other still waits, and has taken nothing.
+    assert!(crate::support::alive(waiting as i32));
+    assert!(!env.path("ran").exists());
+    assert!(env.find_job("j").is_none());
+    drop(gate);
+    assert_eq!(
+        env.wait_exit(waiting, WAIT),
+        Some(0),
+        "{}",
+        env.stderr_of("waiting")
+    );
+    assert!(env.path("ran").exists());
+}
+
+/// A pass leaves the starters' gate once it holds its slot: more passes
+/// than there are places at the gate all run at once, and each ends as
+/// its command does.
+#[test]
+fn a_pass_leaves_the_gate_once_it_holds_its_slot() {
+    let env = TestEnv::sqlite();
+    Jobrun::new(&env).args(["run", "first", "--", "true"]).run();
+    let places = std::thread::available_parallelism().unwrap().get();
+    let passes: Vec<_> = (0..=places)
+        .map(|i| crate::support::start_pass(&env, &format!("j{i}"), &format!("p{i}"), "3s", &[]))
+        .collect();
+    assert_eq!(waiting_at_the_gate(&env), 0);
+    for (i, pass) in passes.iter().enumerate() {
+        fs::write(env.path(&format!("p{i}.stop")), "").unwrap();
+        assert_eq!(env.wait_exit(pass.wrapper, WAIT), Some(0));
+    }
+}

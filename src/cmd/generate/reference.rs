@@ -276,7 +276,11 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
              that a freed write lock passes to the next writer at once (thousands of \
              passes renewing through one store wait in the kernel, not in naps). It \
              orders writers only: SQLite's own lock still guards every write, a killed \
-             holder's lock goes with it, and readers never take it."
+             holder's lock goes with it, and readers never take it. Its body is the \
+             renewals board, where a pass asks for its renewal and the next writer writes \
+             it with its own (a sparse file of about 4 MiB), and past it the starters' \
+             gate, where passes wait to open the store and take their slot, one per CPU \
+             at a time."
                 .into(),
         ),
         (

@@ -181,13 +181,11 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     // --spread and --jitter: before anything is taken, and apart from the
     // pass's own wait and duration.
     if let Some(sig) = delay_before_pass(&settings, &events) {
-        say!(
-            notice,
-            "{}: stopped by signal {sig} before trying for a slot (--spread/--jitter wait); \
-             nothing was taken",
-            settings.job
-        );
-        return Ok(crate::exit::of_signal(sig));
+        return Ok(stopped_before_trying(
+            &settings,
+            sig,
+            "--spread/--jitter wait",
+        ));
     }
     let started_ms = now_ms();
     let started = Instant::now();
@@ -202,6 +200,21 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
             );
         }
     }
+    // Passes of one store start (open it, take their slot) a few at a
+    // time, as many as there are CPUs (`store::gate`).
+    let mut stop = None;
+    let gate = choice.spec.start_gate(&mut || {
+        stop = events.try_iter().find_map(stop_signal);
+        stop.is_some()
+    });
+    if let Some(sig) = stop {
+        return Ok(stopped_before_trying(
+            &settings,
+            sig,
+            "waiting among the store's starters",
+        ));
+    }
+    crate::trace::mark("open.starters");
     let mut store = open_to_write(choice)?;
     crate::trace::mark("open.sqlite");
     let pin = Arc::new(StorePin::new(&spec, store.as_mut())?);
@@ -297,7 +310,9 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
         capture,
         window: None,
     };
-    let code = match (Prepared { ctx, held }).take() {
+    let taken = (Prepared { ctx, held }).take();
+    drop(gate);
+    let code = match taken {
         Ok(Taken::Holding(h)) => {
             crate::trace::mark("take");
             h.run()
@@ -310,6 +325,28 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     drop(lock);
     crate::cmd::metrics::refresh_after_pass(&choice.spec);
     code
+}
+
+/// The stop signal (TERM, INT, HUP, QUIT) `event` is, if it is one.
+fn stop_signal(event: Event) -> Option<i32> {
+    match event {
+        Event::Signal(sig) => match supervise::classify(sig) {
+            supervise::SignalKind::Stop { .. } => Some(sig),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A pass stopped by `sig` before it tried for a slot (`while`): said, and
+/// its exit code.
+fn stopped_before_trying(settings: &RunSettings, sig: i32, while_: &str) -> i32 {
+    say!(
+        notice,
+        "{}: stopped by signal {sig} before trying for a slot ({while_}); nothing was taken",
+        settings.job
+    );
+    crate::exit::of_signal(sig)
 }
 
 /// Wait the pass's `--spread` offset and `--jitter` before it tries for a
@@ -339,12 +376,11 @@ fn delay_before_pass(settings: &RunSettings, events: &Receiver<Event>) -> Option
             return None;
         }
         match events.recv_timeout(left) {
-            Ok(Event::Signal(sig)) => {
-                if let supervise::SignalKind::Stop { .. } = supervise::classify(sig) {
+            Ok(event) => {
+                if let Some(sig) = stop_signal(event) {
                     return Some(sig);
                 }
             }
-            Ok(_) => {}
             Err(mpsc::RecvTimeoutError::Timeout) => return None,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 std::thread::sleep(left);

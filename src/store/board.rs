@@ -1,0 +1,611 @@
+//! The renewals board of a SQLite store: the body of the writers' side
+//! file (`writers`), where a pass's renewal is asked for and then written
+//! by whichever writer has the line's turn first, in one transaction with
+//! that writer's own write and every other renewal asked meanwhile.
+//!
+//! One write transaction per renewal made SQLite the limit of a store
+//! shared by thousands of passes: each transaction takes and drops a
+//! handful of locks on the store's `-shm`, and the kernel checks each
+//! against the lock of every open connection, so the cost of a renewal
+//! grew with the number of passes and a fleet's with its square. On the
+//! board most renewals cost their pass a turn in the line and no
+//! transaction: its request was written in the turn before its own.
+//!
+//! A renewer claims a place once (a byte-range lock, `F_OFD_SETLK`, held
+//! while its pass lives), writes its request there with the renewal's
+//! stamps (its own clock, read as it asks), and waits in line. A writer in
+//! its turn takes the requests of the same store and boot clock, renews
+//! each with its requester's stamps (the same compare-and-set its pass
+//! would run), commits, and answers each. The renewal is the one its pass
+//! would have written itself the instant it asked: a pass that dies or
+//! stops after asking holds its lease no longer than if it had renewed
+//! then, so no writer needs to check that the requester still lives.
+//!
+//! A place's state word carries a sequence number: an answer or a
+//! take-back reaches only the request it was taken for, never a later one
+//! of the same place. A request a writer took and never answered (it died
+//! in its turn, its transaction rolled back) is not retried by anyone; its
+//! pass counts that tick as failed and asks again next tick.
+//!
+//! The board is as trusted as the store: the side file is judged and made
+//! like the store's other files, and what a request asks for is only the
+//! compare-and-set its pass could run itself.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+/// Places on the board; past them, renewers write their own.
+const PLACES: usize = 8192;
+/// The header: a hint where to look for a free place, and how far places
+/// have been used.
+const HINT: usize = 0;
+const HIGH: usize = 4;
+/// A state word per place.
+const STATES: usize = 64;
+/// Requests, a block each place.
+const BODIES: usize = 36 * 1024;
+const BODY: usize = 512;
+/// The side file's size once it holds a board.
+pub const LEN: usize = BODIES + PLACES * BODY;
+
+/// A request's fields: lengths, slot, token, lease, the two stamps, then
+/// the key and the job's name.
+const KEY_AT: usize = 40;
+const KEY_MAX: usize = 160;
+const JOB_AT: usize = KEY_AT + KEY_MAX;
+const JOB_MAX: usize = BODY - JOB_AT;
+
+/// A state word: the kind in its low bits, the place's sequence number
+/// above them.
+const KIND_BITS: u32 = 3;
+const IDLE: u32 = 0;
+/// Its owner is writing a request: no writer may read it.
+const WRITING: u32 = 1;
+const ASKED: u32 = 2;
+const TAKEN: u32 = 3;
+const RENEWED: u32 = 4;
+const NOT_OURS: u32 = 5;
+
+fn kind(word: u32) -> u32 {
+    word & ((1 << KIND_BITS) - 1)
+}
+
+fn seq(word: u32) -> u32 {
+    word >> KIND_BITS
+}
+
+fn word(seq: u32, kind: u32) -> u32 {
+    (seq << KIND_BITS) | kind
+}
+
+/// Looking for a free place gives up after this many tries.
+const TRIES: usize = 256;
+
+/// One renewal asked for on the board.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub job: String,
+    pub slot: u32,
+    pub token: i64,
+    pub lease_ms: i64,
+    /// The renewal's stamps, read from the requester's clock as it asked.
+    pub now_ms: i64,
+    pub boot_ms: i64,
+    /// The store file and the clock the stamps are on
+    /// (`SqliteBackend::board_key`): only a writer of the same store on the
+    /// same clock takes it.
+    pub key: String,
+}
+
+/// A request on the board: its place and sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    pub place: usize,
+    seq: u32,
+}
+
+/// What became of a request its owner withdrew.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Withdrawn {
+    /// Nobody took it: the owner renews by itself.
+    Yes,
+    /// Answered: renewed (`true`) or not ours.
+    Answer(bool),
+    /// A writer took it and has not answered.
+    Taken,
+}
+
+/// A request taken in a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    pub asked: Asked,
+    pub req: Request,
+}
+
+/// The board, mapped from the side file.
+pub struct Board {
+    file: File,
+    base: *mut u8,
+    /// This process's place, once claimed (`usize::MAX` before).
+    mine: AtomicUsize,
+}
+
+// SAFETY: the mapping is shared memory reached only through atomics and
+// copies; the board owns it until dropped.
+unsafe impl Send for Board {}
+// SAFETY: as for Send: every access goes through atomics or copies.
+unsafe impl Sync for Board {}
+
+impl std::fmt::Debug for Board {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Board").field("file", &self.file).finish()
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `map` with this length, and unmapped once.
+        unsafe { libc::munmap(self.base.cast(), LEN) };
+    }
+}
+
+impl Board {
+    /// Map the board of the side file `file` (opened for writing and
+    /// judged), growing the file to hold one if `grow`. `None` when it
+    /// cannot be mapped, or holds no board and `grow` is false.
+    pub fn map(file: File, grow: bool) -> Option<Board> {
+        let len = file.metadata().ok()?.len();
+        if len < LEN as u64 {
+            if !grow {
+                return None;
+            }
+            // Only ever grown: the file is never cut.
+            file.set_len(LEN as u64).ok()?;
+        }
+        // SAFETY: a fresh shared mapping of a file at least LEN long.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        Some(Board {
+            file,
+            base: base.cast(),
+            mine: AtomicUsize::new(usize::MAX),
+        })
+    }
+
+    fn word(&self, at: usize) -> &AtomicU32 {
+        debug_assert!(at + 4 <= BODIES && at.is_multiple_of(4));
+        // SAFETY: inside the mapping, aligned, and only used atomically.
+        unsafe { &*(self.base.add(at) as *const AtomicU32) }
+    }
+
+    fn state(&self, place: usize) -> &AtomicU32 {
+        self.word(STATES + 4 * place)
+    }
+
+    /// Set `place`'s state to `kind` under the next sequence number, and
+    /// return it: whatever a writer holds of an earlier request of the
+    /// place no longer matches.
+    fn next(&self, place: usize, kind: u32) -> u32 {
+        let mut now = self.state(place).load(Ordering::Acquire);
+        loop {
+            let next = seq(now).wrapping_add(1) & (u32::MAX >> KIND_BITS);
+            match self.state(place).compare_exchange(
+                now,
+                word(next, kind),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return next,
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// This process's place: claimed once, held until the board is
+    /// dropped (or the process ends). `None` when the board is full.
+    pub fn mine(&self) -> Option<usize> {
+        let mine = self.mine.load(Ordering::Relaxed);
+        if mine != usize::MAX {
+            return Some(mine);
+        }
+        let start = self.word(HINT).fetch_add(1, Ordering::Relaxed) as usize;
+        for k in 0..TRIES {
+            let place = (start + k) % PLACES;
+            // SAFETY: a zeroed flock is valid; the range is this place's body.
+            let claimed = unsafe {
+                let mut fl: libc::flock = std::mem::zeroed();
+                fl.l_type = libc::F_WRLCK as libc::c_short;
+                fl.l_whence = libc::SEEK_SET as libc::c_short;
+                fl.l_start = (BODIES + place * BODY) as libc::off_t;
+                fl.l_len = BODY as libc::off_t;
+                libc::fcntl(self.file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) == 0
+            };
+            if claimed {
+                // A request its last owner left is no longer anyone's.
+                self.next(place, IDLE);
+                self.word(HIGH)
+                    .fetch_max(place as u32 + 1, Ordering::Relaxed);
+                self.mine.store(place, Ordering::Relaxed);
+                return Some(place);
+            }
+        }
+        None
+    }
+
+    /// Ask for `req` at `place` (this process's). `None` when it does not
+    /// fit on the board.
+    pub fn ask(&self, place: usize, req: &Request) -> Option<Asked> {
+        let (key, job) = (req.key.as_bytes(), req.job.as_bytes());
+        if key.len() > KEY_MAX || job.len() > JOB_MAX {
+            return None;
+        }
+        let mut body = [0u8; BODY];
+        body[0..2].copy_from_slice(&(key.len() as u16).to_ne_bytes());
+        body[2..4].copy_from_slice(&(job.len() as u16).to_ne_bytes());
+        body[4..8].copy_from_slice(&req.slot.to_ne_bytes());
+        body[8..16].copy_from_slice(&req.token.to_ne_bytes());
+        body[16..24].copy_from_slice(&req.lease_ms.to_ne_bytes());
+        body[24..32].copy_from_slice(&req.now_ms.to_ne_bytes());
+        body[32..40].copy_from_slice(&req.boot_ms.to_ne_bytes());
+        body[KEY_AT..KEY_AT + key.len()].copy_from_slice(key);
+        body[JOB_AT..JOB_AT + job.len()].copy_from_slice(job);
+        let seq = self.next(place, WRITING);
+        // SAFETY: this place's body, inside the mapping; its owner alone
+        // writes it, and a writer reading it meanwhile finds the state
+        // changed after its copy and drops what it read (`take`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(body.as_ptr(), self.base.add(BODIES + place * BODY), BODY)
+        };
+        self.state(place).store(word(seq, ASKED), Ordering::Release);
+        Some(Asked { place, seq })
+    }
+
+    fn read(&self, place: usize) -> Option<Request> {
+        let mut body = [0u8; BODY];
+        // SAFETY: as in `ask`; what is read is checked for a torn copy by
+        // the caller.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.add(BODIES + place * BODY),
+                body.as_mut_ptr(),
+                BODY,
+            )
+        };
+        let key_len = u16::from_ne_bytes([body[0], body[1]]) as usize;
+        let job_len = u16::from_ne_bytes([body[2], body[3]]) as usize;
+        if key_len > KEY_MAX || job_len > JOB_MAX {
+            return None;
+        }
+        let int = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&body[at..at + 8]);
+            i64::from_ne_bytes(b)
+        };
+        Some(Request {
+            slot: u32::from_ne_bytes(body[4..8].try_into().ok()?),
+            token: int(8),
+            lease_ms: int(16),
+            now_ms: int(24),
+            boot_ms: int(32),
+            key: std::str::from_utf8(&body[KEY_AT..KEY_AT + key_len])
+                .ok()?
+                .to_owned(),
+            job: std::str::from_utf8(&body[JOB_AT..JOB_AT + job_len])
+                .ok()?
+                .to_owned(),
+        })
+    }
+
+    /// The answer to `asked`, if it has one.
+    pub fn answer_to(&self, asked: Asked) -> Option<bool> {
+        let now = self.state(asked.place).load(Ordering::Acquire);
+        match (seq(now) == asked.seq, kind(now)) {
+            (true, RENEWED) => Some(true),
+            (true, NOT_OURS) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Take back `asked`.
+    pub fn withdraw(&self, asked: Asked) -> Withdrawn {
+        let state = self.state(asked.place);
+        let from = word(asked.seq, ASKED);
+        match state.compare_exchange(
+            from,
+            word(asked.seq, IDLE),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Withdrawn::Yes,
+            Err(now) if seq(now) == asked.seq && kind(now) == TAKEN => Withdrawn::Taken,
+            Err(_) => match self.answer_to(asked) {
+                Some(answer) => Withdrawn::Answer(answer),
+                None => Withdrawn::Yes,
+            },
+        }
+    }
+
+    /// In a turn of the line: take the requests stamped on `key`, at most
+    /// `limit`. A request on another key, one that cannot be read, or one
+    /// whose renewal would already be past (its stamp plus its lease is
+    /// before `boot_ms`, this writer's boot clock, on the same clock) is
+    /// left for its owner: such a request is never written.
+    pub fn take(&self, key: &str, boot_ms: i64, limit: usize) -> Vec<Taken> {
+        let high = (self.word(HIGH).load(Ordering::Relaxed) as usize).min(PLACES);
+        let mut out = Vec::new();
+        for place in 0..high {
+            if out.len() >= limit {
+                break;
+            }
+            let state = self.state(place);
+            let was = state.load(Ordering::Acquire);
+            if kind(was) != ASKED {
+                continue;
+            }
+            let taken = word(seq(was), TAKEN);
+            if state
+                .compare_exchange(was, taken, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let req = self.read(place);
+            // Its owner may have asked again while it was copied.
+            if state.load(Ordering::Acquire) != taken {
+                continue;
+            }
+            let asked = Asked {
+                place,
+                seq: seq(was),
+            };
+            match req {
+                Some(req)
+                    if req.key == key
+                        && req.lease_ms > 0
+                        && req.boot_ms.saturating_add(req.lease_ms) > boot_ms =>
+                {
+                    out.push(Taken { asked, req })
+                }
+                _ => self.untake(asked, ASKED),
+            }
+        }
+        out
+    }
+
+    /// The requests waiting to be taken (for tests).
+    #[cfg(test)]
+    pub fn asked(&self) -> Vec<Request> {
+        let high = (self.word(HIGH).load(Ordering::Relaxed) as usize).min(PLACES);
+        (0..high)
+            .filter(|p| kind(self.state(*p).load(Ordering::Acquire)) == ASKED)
+            .filter_map(|p| self.read(p))
+            .collect()
+    }
+
+    /// After the commit: answer each taken request (renewed or not). A
+    /// place whose owner has since asked again is not answered. Its owner
+    /// is woken by `wake`, once the turn is given up.
+    pub fn answer(&self, answers: &[(Asked, bool)]) {
+        for &(asked, renewed) in answers {
+            self.untake(asked, if renewed { RENEWED } else { NOT_OURS });
+        }
+    }
+
+    /// Wake the owners of the places answered.
+    pub fn wake(&self, answers: &[(Asked, bool)]) {
+        for (asked, _) in answers {
+            futex_wake(self.state(asked.place));
+        }
+    }
+
+    /// Wait until `asked` is answered, or `until`: the answer, or `None`
+    /// (not answered by then, or withdrawn).
+    pub fn wait(&self, asked: Asked, until: std::time::Instant) -> Option<bool> {
+        let state = self.state(asked.place);
+        loop {
+            if let Some(answer) = self.answer_to(asked) {
+                return Some(answer);
+            }
+            let now = state.load(Ordering::Acquire);
+            if seq(now) != asked.seq || !matches!(kind(now), ASKED | TAKEN) {
+                return self.answer_to(asked);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            futex_wait(state, now, left);
+        }
+    }
+
+    /// The transaction failed: give the taken requests back.
+    pub fn give_back(&self, taken: &[Taken]) {
+        for t in taken {
+            self.untake(t.asked, ASKED);
+        }
+    }
+
+    /// A taken request becomes `to`, unless its place changed meanwhile.
+    fn untake(&self, asked: Asked, to: u32) {
+        let _ = self.state(asked.place).compare_exchange(
+            word(asked.seq, TAKEN),
+            word(asked.seq, to),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Sleep while `word` holds `now`, at most `left` (or until woken).
+fn futex_wait(word: &AtomicU32, now: u32, left: std::time::Duration) {
+    let ts = libc::timespec {
+        tv_sec: left.as_secs() as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a shared futex on a word of the mapping, with a timeout.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            now,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0,
+        )
+    };
+}
+
+/// Wake whoever sleeps on `word`.
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: as above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0,
+        )
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A board in `dir`, mapped through a descriptor of its own (as each
+    /// process maps it).
+    fn board(dir: &std::path::Path) -> Board {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("s.db-writers"))
+            .unwrap();
+        Board::map(file, true).expect("a board")
+    }
+
+    fn request(job: &str, key: &str) -> Request {
+        Request {
+            job: job.into(),
+            slot: 0,
+            token: 7,
+            lease_ms: 3000,
+            now_ms: 1_000_000,
+            boot_ms: 50_000,
+            key: key.into(),
+        }
+    }
+
+    #[test]
+    fn a_request_is_taken_once_and_answered_to_its_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, writer) = (board(dir.path()), board(dir.path()));
+        let place = owner.mine().unwrap();
+        assert_ne!(writer.mine(), Some(place), "one owner per place");
+        let asked = owner.ask(place, &request("feeds.poll", "k")).unwrap();
+        assert_eq!(owner.answer_to(asked), None);
+        let taken = writer.take("k", 50_000, 10);
+        assert_eq!(
+            taken,
+            [Taken {
+                asked,
+                req: request("feeds.poll", "k")
+            }]
+        );
+        assert!(writer.take("k", 50_000, 10).is_empty(), "taken once");
+        assert_eq!(owner.withdraw(asked), Withdrawn::Taken);
+        writer.answer(&[(asked, true)]);
+        assert_eq!(owner.answer_to(asked), Some(true));
+        assert_eq!(owner.withdraw(asked), Withdrawn::Answer(true));
+        let again = owner.ask(place, &request("feeds.poll", "k")).unwrap();
+        let taken = writer.take("k", 50_000, 10);
+        writer.answer(&[(taken[0].asked, false)]);
+        assert_eq!(owner.answer_to(again), Some(false));
+    }
+
+    #[test]
+    fn another_stores_or_clocks_request_a_stale_one_and_a_garbled_one_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, writer) = (board(dir.path()), board(dir.path()));
+        let place = owner.mine().unwrap();
+        let asked = owner.ask(place, &request("j", "other store")).unwrap();
+        assert!(writer.take("k", 50_000, 10).is_empty());
+        assert_eq!(owner.withdraw(asked), Withdrawn::Yes, "still the owner's");
+        // Its stamp and lease are past on the writer's clock: a renewal
+        // would lapse at once.
+        let asked = owner.ask(place, &request("j", "k")).unwrap();
+        assert!(writer.take("k", 53_000, 10).is_empty());
+        assert_eq!(writer.take("k", 52_999, 10).len(), 1);
+        writer.give_back(&writer.take("k", 0, 10));
+        assert_eq!(owner.withdraw(asked), Withdrawn::Taken);
+        // A body whose lengths run past its place.
+        let asked = owner.ask(place, &request("j", "k")).unwrap();
+        // SAFETY: the first bytes of this place's body, in the mapping.
+        unsafe { *owner.base.add(BODIES + place * BODY) = 0xff };
+        assert!(writer.take("k", 50_000, 10).is_empty());
+        assert_eq!(owner.withdraw(asked), Withdrawn::Yes);
+        // Too long to be asked at all.
+        assert!(owner
+            .ask(place, &request(&"x".repeat(JOB_MAX + 1), "k"))
+            .is_none());
+    }
+
+    #[test]
+    fn an_answer_reaches_only_the_request_it_was_taken_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, writer) = (board(dir.path()), board(dir.path()));
+        let place = owner.mine().unwrap();
+        let first = owner.ask(place, &request("j", "k")).unwrap();
+        let taken = writer.take("k", 50_000, 10);
+        // The owner gave up waiting and asks again: the late answer to its
+        // first request is not an answer to this one.
+        let second = owner.ask(place, &request("j", "k")).unwrap();
+        writer.answer(&[(taken[0].asked, true)]);
+        assert_eq!(owner.answer_to(second), None);
+        assert_eq!(owner.answer_to(first), None);
+        assert_eq!(owner.withdraw(second), Withdrawn::Yes);
+        // Given back after a failed transaction, it is asked again.
+        let third = owner.ask(place, &request("j", "k")).unwrap();
+        let taken = writer.take("k", 50_000, 10);
+        writer.give_back(&taken);
+        let taken = writer.take("k", 50_000, 10);
+        assert_eq!(taken.len(), 1);
+        // Its answer is its own, never an earlier request's.
+        writer.answer(&[(taken[0].asked, true)]);
+        assert_eq!(owner.answer_to(third), Some(true));
+        assert_eq!(owner.answer_to(first), None);
+    }
+
+    #[test]
+    fn a_place_left_by_a_process_that_ended_is_claimed_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = board(dir.path());
+        let owner = board(dir.path());
+        let place = owner.mine().unwrap();
+        let _ = owner.ask(place, &request("j", "k")).unwrap();
+        // Its process ends: the kernel drops its place; the next owner's
+        // claim withdraws what it left.
+        drop(owner);
+        writer.word(HINT).store(place as u32, Ordering::Relaxed);
+        let next = board(dir.path());
+        assert_eq!(next.mine(), Some(place), "the place is free again");
+        assert!(writer.take("k", 50_000, 10).is_empty());
+    }
+}
