@@ -217,8 +217,9 @@ type OnExit = Box<dyn FnOnce(RenewerExit) + Send>;
 /// The renewer's clock: how it waits for the next tick and what time it
 /// is.
 pub trait Ticker {
-    /// Wait `interval`: `false` when the owner stopped the renewer meanwhile.
-    fn wait(&mut self, interval: Duration) -> bool;
+    /// Wait `interval`, less `spent` (the time since the renewal before
+    /// was asked): `false` when the owner stopped the renewer meanwhile.
+    fn wait(&mut self, interval: Duration, spent: Duration) -> bool;
     fn now(&self) -> Instant;
 }
 
@@ -237,10 +238,10 @@ struct StopChannel {
 }
 
 impl Ticker for StopChannel {
-    fn wait(&mut self, interval: Duration) -> bool {
+    fn wait(&mut self, interval: Duration, spent: Duration) -> bool {
         let wait = match self.first.take() {
             Some(at) => at.saturating_duration_since(Instant::now()),
-            None => jittered_tick(interval),
+            None => jittered_tick(interval).saturating_sub(spent),
         };
         matches!(self.stop.recv_timeout(wait), Err(RecvTimeoutError::Timeout))
     }
@@ -260,8 +261,11 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
     let (mut progress, mut progressed) = (target.progress(), cfg.taken);
     let mut warned_late = false;
     let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    // How long the last renewal took from its asking: the next tick counts
+    // from when it was asked, as its window does.
+    let mut spent = Duration::ZERO;
     loop {
-        if !ticker.wait(cfg.interval) {
+        if !ticker.wait(cfg.interval, spent) {
             return RenewerExit::Stopped;
         }
         let now = ticker.now();
@@ -288,7 +292,9 @@ pub fn renew_until_done<R: Renewable, T: Ticker>(
         }
         // A renewal is stamped at the earliest as it starts (`now`): its
         // window counts from there, however long the store took to answer.
-        match target.renew() {
+        let renewed = target.renew();
+        spent = ticker.now().saturating_duration_since(now);
+        match renewed {
             Ok(Renewal::Renewed) => {
                 let since = ticker.now().saturating_duration_since(last_renewed);
                 if !warned_late && renewal_late(ms(cfg.lease), ms(since)) {
@@ -389,12 +395,12 @@ mod tests {
     }
 
     impl Ticker for Manual {
-        fn wait(&mut self, interval: Duration) -> bool {
+        fn wait(&mut self, interval: Duration, spent: Duration) -> bool {
             if self.ticks == 0 {
                 return false;
             }
             self.ticks -= 1;
-            self.now += interval;
+            self.now += interval.saturating_sub(spent);
             true
         }
         fn now(&self) -> Instant {
@@ -664,8 +670,8 @@ mod tests {
     struct Shared(Arc<Mutex<Instant>>);
 
     impl Ticker for Shared {
-        fn wait(&mut self, interval: Duration) -> bool {
-            *self.0.lock().unwrap() += interval;
+        fn wait(&mut self, interval: Duration, spent: Duration) -> bool {
+            *self.0.lock().unwrap() += interval.saturating_sub(spent);
             true
         }
         fn now(&self) -> Instant {
@@ -673,11 +679,12 @@ mod tests {
         }
     }
 
-    /// A renewal is stamped at the earliest as it is asked for, so the
-    /// window counts from there, not from the answer: one asked at 20 ms
-    /// and answered at 120 ms leaves the lease lost at the first tick past
-    /// 170 ms (180 ms: three failures), where counting from the answer
-    /// would have kept it to 280 ms.
+    /// A renewal is stamped at the earliest as it is asked for, so its
+    /// window and the next tick count from there, not from the answer: one
+    /// asked at 20 ms and answered at 120 ms is followed by a renewal at
+    /// once (its tick of 20 ms was spent), and the lease is lost at the
+    /// first tick past 170 ms (180 ms: four failures), where counting from
+    /// the answer would have kept it to 280 ms.
     #[test]
     fn a_slow_renewals_window_counts_from_when_it_was_asked() {
         let start = Instant::now();
@@ -698,7 +705,7 @@ mod tests {
             calls: 0,
         };
         let exit = renew_until_done(&mut lease, &cfg, &mut Shared(Arc::clone(&now)));
-        assert_eq!((exit, lease.calls), (RenewerExit::LeaseLost, 4));
+        assert_eq!((exit, lease.calls), (RenewerExit::LeaseLost, 5));
         assert_eq!(*now.lock().unwrap() - start, Duration::from_millis(180));
         let said = said.lock().unwrap();
         assert!(said.last().unwrap().contains("lease lost"), "{said:?}");

@@ -37,10 +37,13 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// Places on the board; past them, renewers write their own.
 const PLACES: usize = 8192;
-/// The header: a hint where to look for a free place, and how far places
-/// have been used.
+/// The header: a hint where to look for a free place, how far places have
+/// been used, and the layout's mark (a board of another layout is not
+/// used).
 const HINT: usize = 0;
 const HIGH: usize = 4;
+const MARK: usize = 8;
+const LAYOUT: u32 = 0x6a72_6231;
 /// A state word per place.
 const STATES: usize = 64;
 /// Requests, a block each place.
@@ -145,6 +148,13 @@ impl std::fmt::Debug for Board {
 
 impl Drop for Board {
     fn drop(&mut self) {
+        // What this process asked and nobody wrote is withdrawn with its
+        // place: a request given back by a writer whose transaction failed
+        // must not be written once its pass asks again elsewhere.
+        let mine = self.mine.load(Ordering::Relaxed);
+        if mine != usize::MAX {
+            self.next(mine, IDLE);
+        }
         // SAFETY: mapped by `map` with this length, and unmapped once.
         unsafe { libc::munmap(self.base.cast(), LEN) };
     }
@@ -153,15 +163,21 @@ impl Drop for Board {
 impl Board {
     /// Map the board of the side file `file` (opened for writing and
     /// judged), growing the file to hold one if `grow`. `None` when it
-    /// cannot be mapped, or holds no board and `grow` is false.
+    /// cannot be mapped, holds no board and `grow` is false, or holds a
+    /// board of another layout.
     pub fn map(file: File, grow: bool) -> Option<Board> {
         let len = file.metadata().ok()?.len();
         if len < LEN as u64 {
             if !grow {
                 return None;
             }
-            // Only ever grown: the file is never cut.
-            file.set_len(LEN as u64).ok()?;
+            // Only ever grown, never cut, and given its blocks now: a page
+            // of a sparse file first written through the mapping on a full
+            // disk would kill the process (SIGBUS) instead of failing.
+            // SAFETY: fallocate on a descriptor the caller owns.
+            if unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, LEN as libc::off_t) } != 0 {
+                return None;
+            }
         }
         // SAFETY: a fresh shared mapping of a file at least LEN long.
         let base = unsafe {
@@ -177,11 +193,14 @@ impl Board {
         if base == libc::MAP_FAILED {
             return None;
         }
-        Some(Board {
+        let board = Board {
             file,
             base: base.cast(),
             mine: AtomicUsize::new(usize::MAX),
-        })
+        };
+        let mark = board.word(MARK);
+        let _ = mark.compare_exchange(0, LAYOUT, Ordering::AcqRel, Ordering::Acquire);
+        (mark.load(Ordering::Acquire) == LAYOUT).then_some(board)
     }
 
     fn word(&self, at: usize) -> &AtomicU32 {
@@ -262,27 +281,36 @@ impl Board {
         body[KEY_AT..KEY_AT + key.len()].copy_from_slice(key);
         body[JOB_AT..JOB_AT + job.len()].copy_from_slice(job);
         let seq = self.next(place, WRITING);
-        // SAFETY: this place's body, inside the mapping; its owner alone
-        // writes it, and a writer reading it meanwhile finds the state
-        // changed after its copy and drops what it read (`take`).
-        unsafe {
-            std::ptr::copy_nonoverlapping(body.as_ptr(), self.base.add(BODIES + place * BODY), BODY)
-        };
+        // Its owner alone writes it; a writer reading it meanwhile finds
+        // the state changed after its copy and drops what it read (`take`).
+        self.copy(place, &mut body, true);
         self.state(place).store(word(seq, ASKED), Ordering::Release);
         Some(Asked { place, seq })
     }
 
+    /// Copy `place`'s body to (`write`) or from the mapping, a word at a
+    /// time: another process may be writing it meanwhile.
+    fn copy(&self, place: usize, body: &mut [u8; BODY], write: bool) {
+        for (i, chunk) in body.chunks_exact_mut(8).enumerate() {
+            // SAFETY: inside the mapping (place < PLACES), and aligned:
+            // the mapping is page-aligned, BODIES and BODY are multiples of
+            // eight.
+            unsafe {
+                let at = self.base.add(BODIES + place * BODY + 8 * i).cast::<u64>();
+                if write {
+                    let word = u64::from_ne_bytes(chunk.try_into().unwrap_or_default());
+                    std::ptr::write_volatile(at, word);
+                } else {
+                    chunk.copy_from_slice(&std::ptr::read_volatile(at).to_ne_bytes());
+                }
+            }
+        }
+    }
+
     fn read(&self, place: usize) -> Option<Request> {
+        // What is read is checked for a torn copy by the caller.
         let mut body = [0u8; BODY];
-        // SAFETY: as in `ask`; what is read is checked for a torn copy by
-        // the caller.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.add(BODIES + place * BODY),
-                body.as_mut_ptr(),
-                BODY,
-            )
-        };
+        self.copy(place, &mut body, false);
         let key_len = u16::from_ne_bytes([body[0], body[1]]) as usize;
         let job_len = u16::from_ne_bytes([body[2], body[3]]) as usize;
         if key_len > KEY_MAX || job_len > JOB_MAX {
@@ -354,6 +382,19 @@ impl Board {
             if kind(was) != ASKED {
                 continue;
             }
+            // Read first, and taken only if it is still the request read
+            // (its owner may ask again meanwhile): a request left alone is
+            // never seen taken by its owner.
+            let req = match self.read(place) {
+                Some(req)
+                    if req.key == key
+                        && req.lease_ms > 0
+                        && req.boot_ms.saturating_add(req.lease_ms) > boot_ms =>
+                {
+                    req
+                }
+                _ => continue,
+            };
             let taken = word(seq(was), TAKEN);
             if state
                 .compare_exchange(was, taken, Ordering::AcqRel, Ordering::Relaxed)
@@ -361,25 +402,11 @@ impl Board {
             {
                 continue;
             }
-            let req = self.read(place);
-            // Its owner may have asked again while it was copied.
-            if state.load(Ordering::Acquire) != taken {
-                continue;
-            }
             let asked = Asked {
                 place,
                 seq: seq(was),
             };
-            match req {
-                Some(req)
-                    if req.key == key
-                        && req.lease_ms > 0
-                        && req.boot_ms.saturating_add(req.lease_ms) > boot_ms =>
-                {
-                    out.push(Taken { asked, req })
-                }
-                _ => self.untake(asked, ASKED),
-            }
+            out.push(Taken { asked, req });
         }
         out
     }
@@ -591,6 +618,35 @@ mod tests {
         writer.answer(&[(taken[0].asked, true)]);
         assert_eq!(owner.answer_to(third), Some(true));
         assert_eq!(owner.answer_to(first), None);
+    }
+
+    #[test]
+    fn a_request_given_back_is_withdrawn_with_its_board() {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, writer) = (board(dir.path()), board(dir.path()));
+        let place = owner.mine().unwrap();
+        let asked = owner.ask(place, &request("j", "k")).unwrap();
+        let taken = writer.take("k", 50_000, 10);
+        assert_eq!(owner.withdraw(asked), Withdrawn::Taken);
+        // The owner's tick failed and it closes its store; the writer's
+        // transaction then fails and gives the request back: nobody may
+        // write it once its pass asks again elsewhere.
+        drop(owner);
+        writer.give_back(&taken);
+        assert!(writer.take("k", 50_000, 10).is_empty());
+    }
+
+    #[test]
+    fn a_board_of_another_layout_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = board(dir.path());
+        first.word(MARK).store(LAYOUT + 1, Ordering::Release);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("s.db-writers"))
+            .unwrap();
+        assert!(Board::map(file, true).is_none());
     }
 
     #[test]

@@ -74,12 +74,18 @@ impl Gate {
             if now >= deadline || stopped() {
                 return None;
             }
+            let until = (now + SLICE).min(deadline);
             if super::writers::wait_until(
-                (now + SLICE).min(deadline),
+                until,
                 || lock(fd, mine, libc::F_OFD_SETLKW),
                 || lock(fd, mine, libc::F_OFD_SETLK),
             ) {
                 return Some(Gate { file, place: mine });
+            }
+            // Ended before its time: the kernel refused the wait itself
+            // (no lock left to wait with), not a place taken.
+            if Instant::now() < until {
+                return None;
             }
         }
     }

@@ -278,7 +278,7 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
              orders writers only: SQLite's own lock still guards every write, a killed \
              holder's lock goes with it, and readers never take it. Its body is the \
              renewals board, where a pass asks for its renewal and the next writer writes \
-             it with its own (a sparse file of about 4 MiB), and past it the starters' \
+             it with its own (4 MiB, allocated when a pass first renews), and past it the starters' \
              gate, where passes wait to open the store and take their slot, one per CPU \
              at a time."
                 .into(),
