@@ -63,7 +63,7 @@ impl Gate {
         let file = crate::files::open(None, &path, OFlag::O_RDWR, 0).ok()?;
         let md = file.metadata().ok()?;
         crate::files::judge(&path, &md, crate::files::Kind::Regular, mode).ok()?;
-        let places = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let places = cpus();
         let fd = file.as_raw_fd();
         let mine = std::process::id() as usize % places;
         loop {
@@ -88,6 +88,19 @@ impl Gate {
                 return None;
             }
         }
+    }
+}
+
+/// The CPUs this process may run on (its affinity; one syscall, where
+/// the standard library's count also reads the cgroup's files).
+fn cpus() -> usize {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return 1;
+        }
+        (libc::CPU_COUNT(&set) as usize).max(1)
     }
 }
 
@@ -144,7 +157,7 @@ mod tests {
             "no side file yet: no gate"
         );
         made(&store);
-        let cpus = std::thread::available_parallelism().unwrap().get();
+        let cpus = cpus();
         let inside: Vec<Gate> = (0..cpus)
             .map(|_| Gate::enter(&store, 0o600, patience, &mut || false).expect("a free place"))
             .collect();
@@ -166,7 +179,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("s.db");
         made(&store);
-        let cpus = std::thread::available_parallelism().unwrap().get();
+        let cpus = cpus();
         let inside: Vec<Gate> = (0..cpus)
             .map(|_| Gate::enter(&store, 0o600, Duration::ZERO, &mut || false).unwrap())
             .collect();

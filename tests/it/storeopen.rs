@@ -378,7 +378,7 @@ fn hold_the_gate(env: &TestEnv) -> fs::File {
         .write(true)
         .open(format!("{}-writers", env.db))
         .unwrap();
-    let places = std::thread::available_parallelism().unwrap().get();
+    let places = cpus();
     for place in 0..places as i64 {
         // SAFETY: a zeroed flock is valid; fcntl reads it.
         let held = unsafe {
@@ -396,6 +396,19 @@ fn hold_the_gate(env: &TestEnv) -> fs::File {
         assert!(held, "place {place} of the gate is taken");
     }
     file
+}
+
+/// The CPUs this process may run on, as jobrun counts the gate's places.
+fn cpus() -> usize {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        libc::CPU_COUNT(&set) as usize
+    }
 }
 
 /// How many waits for a lock on the store's `<store>-writers` the kernel
@@ -471,7 +484,7 @@ fn a_pass_waits_among_the_starters_and_term_ends_its_wait() {
 fn a_pass_leaves_the_gate_once_it_holds_its_slot() {
     let env = TestEnv::sqlite();
     Jobrun::new(&env).args(["run", "first", "--", "true"]).run();
-    let places = std::thread::available_parallelism().unwrap().get();
+    let places = cpus();
     let passes: Vec<_> = (0..=places)
         .map(|i| crate::support::start_pass(&env, &format!("j{i}"), &format!("p{i}"), "3s", &[]))
         .collect();
