@@ -186,7 +186,7 @@ mode_phases() {
     case $name in
       exec) what="spawn, exec and dynamic loading" ;;
       args) what="argument parsing and settings" ;;
-      open.starters) what="opening: a place among the store's starters (one per CPU)" ;;
+      open.starters) what="signal handlers set, then a place among the store's starters (one per CPU)" ;;
       open.files) what="opening: the store's files judged (no symlink, owner, mode, magic)" ;;
       open.connect) what="opening: SQLite connects" ;;
       open.sqlite) what="opening: schema version, WAL mode, pragmas (and reading back the WAL)" ;;
