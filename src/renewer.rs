@@ -514,19 +514,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn max_idle_counts_from_the_last_touch_seen() {
-        let start = Instant::now();
-        let (log, said) = kept();
-        let cfg = RenewerConfig {
+    /// The config of a renewer of `j` taken at `start`, its lines to `log`.
+    fn config(start: Instant, max_idle: Option<Duration>, log: Log) -> RenewerConfig {
+        RenewerConfig {
             label: "j slot 0 (token 1)".into(),
             interval: TICK,
             lease: LEASE,
             max_hold: LONG,
             taken: start,
-            max_idle: Some(Duration::from_millis(60)),
+            max_idle,
             log,
-        };
+        }
+    }
+
+    #[test]
+    fn max_idle_counts_from_the_last_touch_seen() {
+        let start = Instant::now();
+        let (log, said) = kept();
+        let cfg = config(start, Some(Duration::from_millis(60)), log);
         // Touches seen at the renewals of 20..100 ms; the last at 100 ms,
         // so the tick at 160 ms stops (60 ms idle), after 7 renewals.
         let mut lease = Touching {
@@ -690,15 +695,7 @@ mod tests {
         let start = Instant::now();
         let now = Arc::new(Mutex::new(start));
         let (log, said) = kept();
-        let cfg = RenewerConfig {
-            label: "j slot 0 (token 1)".into(),
-            interval: TICK,
-            lease: LEASE,
-            max_hold: LONG,
-            taken: start,
-            max_idle: None,
-            log,
-        };
+        let cfg = config(start, None, log);
         let mut lease = Slow {
             now: Arc::clone(&now),
             slow: Duration::from_millis(100),

@@ -242,15 +242,13 @@ impl Board {
         let start = self.word(HINT).fetch_add(1, Ordering::Relaxed) as usize;
         for k in 0..TRIES {
             let place = (start + k) % PLACES;
-            // SAFETY: a zeroed flock is valid; the range is this place's body.
-            let claimed = unsafe {
-                let mut fl: libc::flock = std::mem::zeroed();
-                fl.l_type = libc::F_WRLCK as libc::c_short;
-                fl.l_whence = libc::SEEK_SET as libc::c_short;
-                fl.l_start = (BODIES + place * BODY) as libc::off_t;
-                fl.l_len = BODY as libc::off_t;
-                libc::fcntl(self.file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) == 0
-            };
+            let claimed = super::writers::byte_lock(
+                self.file.as_raw_fd(),
+                BODIES + place * BODY,
+                BODY,
+                libc::F_OFD_SETLK,
+                libc::F_WRLCK,
+            );
             if claimed {
                 // A request its last owner left is no longer anyone's.
                 self.next(place, IDLE);

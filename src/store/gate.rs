@@ -122,17 +122,9 @@ fn lock(fd: libc::c_int, place: usize, cmd: libc::c_int) -> bool {
     set(fd, place, cmd, libc::F_WRLCK)
 }
 
+/// One byte past the board per place.
 fn set(fd: libc::c_int, place: usize, cmd: libc::c_int, kind: libc::c_int) -> bool {
-    // SAFETY: a zeroed flock is valid; fcntl reads it. One byte past the
-    // board per place.
-    unsafe {
-        let mut fl: libc::flock = std::mem::zeroed();
-        fl.l_type = kind as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        fl.l_start = (AT + place) as libc::off_t;
-        fl.l_len = 1;
-        libc::fcntl(fd, cmd, &mut fl) == 0
-    }
+    super::writers::byte_lock(fd, AT + place, 1, cmd, kind)
 }
 
 #[cfg(test)]

@@ -291,6 +291,28 @@ pub(super) fn wait_until(
     got
 }
 
+/// Set a byte-range lock of `kind` (`F_WRLCK`, `F_UNLCK`) on `len` bytes
+/// at `start` of the side file `fd` with `cmd` (`F_OFD_SETLK`, or
+/// `F_OFD_SETLKW` to wait): the lock of the open file description, which
+/// the kernel drops when its last descriptor closes. Whether it was set.
+pub(super) fn byte_lock(
+    fd: libc::c_int,
+    start: usize,
+    len: usize,
+    cmd: libc::c_int,
+    kind: libc::c_int,
+) -> bool {
+    // SAFETY: a zeroed flock is valid; fcntl reads it.
+    unsafe {
+        let mut fl: libc::flock = std::mem::zeroed();
+        fl.l_type = kind as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = start as libc::off_t;
+        fl.l_len = len as libc::off_t;
+        libc::fcntl(fd, cmd, &mut fl) == 0
+    }
+}
+
 /// A timer that signals this thread at a deadline and every `REPEAT` after
 /// it, until dropped.
 struct Timer(libc::timer_t);
