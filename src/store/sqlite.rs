@@ -30,7 +30,7 @@ use super::schema::{self, Dialect, Fit, Marker};
 use super::sql::{
     Backend, ClockOffset, Columns, Conn, Found, Renew, RenewTarget, Row, SqlStore, Value,
 };
-use super::writers::Writers;
+use super::writers::{Turn, Writers};
 use super::{Result, StoreError};
 use crate::policy::lease::Clock;
 
@@ -529,21 +529,29 @@ impl SqliteBackend {
             (Some(_), Some(line)) => line.board(false),
             _ => None,
         };
+        self.in_turn(behavior, turn, board, f)
+    }
+
+    /// The transaction of a write that has its `turn` (or none), writing
+    /// the renewals asked on `board` too; then the turn given up, the
+    /// requesters answered woken, and after a write a renewer's
+    /// connection copies a long log back (passive: it waits for no one,
+    /// and writers go on meanwhile).
+    fn in_turn<T>(
+        &mut self,
+        behavior: TransactionBehavior,
+        turn: Option<Turn<'_>>,
+        board: Option<&Board>,
+        f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
+    ) -> Result<T> {
         let (out, answered) = self.transact(behavior, board, f)?;
         drop(turn);
         board.inspect(|b| b.wake(&answered));
-        if matches!(behavior, TransactionBehavior::Immediate) {
-            self.written();
-        }
-        Ok(out)
-    }
-
-    /// After a write's turn: a renewer's connection copies a long log back.
-    /// Passive: it waits for no one, and writers go on meanwhile.
-    fn written(&self) {
-        if self.checkpoints && self.wal_long() {
+        if matches!(behavior, TransactionBehavior::Immediate) && self.checkpoints && self.wal_long()
+        {
             self.copy_back();
         }
+        Ok(out)
     }
 
     /// One transaction running `f`; given the renewals board (in a turn of
@@ -557,7 +565,7 @@ impl SqliteBackend {
         f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>,
     ) -> Result<(T, Vec<(Asked, bool)>)> {
         let path = self.path.clone();
-        let key = self.board_key();
+        let key = board.map(|_| self.board_key());
         let tx = self
             .conn
             .transaction_with_behavior(behavior)
@@ -569,12 +577,12 @@ impl SqliteBackend {
             offset: &self.offset,
         };
         let out = f(&mut conn)?;
-        let taken = match board {
-            Some(board) => {
+        let taken = match (board, &key) {
+            (Some(board), Some(key)) => {
                 let boot_ms = conn.clock()?.boot_ms().unwrap_or(i64::MAX);
-                board.take(&key, boot_ms, BATCH)
+                board.take(key, boot_ms, BATCH)
             }
-            None => Vec::new(),
+            _ => Vec::new(),
         };
         let answers = match renew_taken(&mut conn, &taken) {
             Ok(answers) => answers,
@@ -617,10 +625,7 @@ impl SqliteBackend {
         let Some(place) = board.mine() else {
             return Ok(None);
         };
-        let clock = self.offset.apply(Clock {
-            now_ms: crate::clock::now_ms(),
-            boot: Some((self.boot_id.clone(), crate::clock::boot_ms())),
-        });
+        let clock = clock_now(&self.boot_id, &self.offset);
         let req = Request {
             job: job.clone(),
             slot: *slot,
@@ -663,11 +668,10 @@ impl SqliteBackend {
                 Withdrawn::Yes => {
                     wait_politely(&mut self.conn, Duration::ZERO)
                         .map_err(|e| map_err(&self.path, e))?;
-                    let out = self.transact(TransactionBehavior::Immediate, None, &mut |c| {
+                    self.in_turn(TransactionBehavior::Immediate, None, None, &mut |c| {
                         renew_in(c, renew)
-                    });
-                    self.written();
-                    out.map(|(found, _)| Some(found))
+                    })
+                    .map(Some)
                 }
             };
         };
@@ -676,15 +680,24 @@ impl SqliteBackend {
         }
         let left = self.patience.saturating_sub(start.elapsed());
         wait_politely(&mut self.conn, left).map_err(|e| map_err(&self.path, e))?;
-        let out = self.transact(TransactionBehavior::Immediate, Some(board), &mut |c| {
-            renew_in(c, renew)
-        });
-        drop(turn);
-        let (found, answers) = out?;
-        board.wake(&answers);
-        self.written();
-        Ok(Some(found))
+        self.in_turn(
+            TransactionBehavior::Immediate,
+            Some(turn),
+            Some(board),
+            &mut |c| renew_in(c, renew),
+        )
+        .map(Some)
     }
+}
+
+/// This process's clock now, on the boot clock `boot_id`, moved by the
+/// store's clock offset: what a transaction stamps, and what a renewal
+/// asked on the board carries.
+fn clock_now(boot_id: &str, offset: &ClockOffset) -> Clock {
+    offset.apply(Clock {
+        now_ms: crate::clock::now_ms(),
+        boot: Some((boot_id.to_string(), crate::clock::boot_ms())),
+    })
 }
 
 /// How many requests on the board one turn writes at most.
@@ -875,10 +888,7 @@ impl Conn for SqliteTx<'_> {
     }
 
     fn clock(&mut self) -> Result<Clock> {
-        Ok(self.offset.apply(Clock {
-            now_ms: crate::clock::now_ms(),
-            boot: Some((self.boot_id.to_string(), crate::clock::boot_ms())),
-        }))
+        Ok(clock_now(self.boot_id, self.offset))
     }
 
     fn lock_job(&mut self, job: &str) -> Result<Option<i64>> {
