@@ -38,11 +38,16 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 /// Places on the board; past them, renewers write their own.
 const PLACES: usize = 8192;
 /// The header: a hint where to look for a free place, how far places have
-/// been used, and the layout's mark (a board of another layout is not
-/// used).
+/// been used, the layout's mark (a board of another layout is not used),
+/// and the starters' gate's bell.
 const HINT: usize = 0;
 const HIGH: usize = 4;
 const MARK: usize = 8;
+/// The word a pass leaving the starters' gate (`gate`) rings, so that one
+/// pass sleeping on it wakes to take the place: one, not all. Thousands
+/// of passes waiting in the gate's kernel locks were all woken by every
+/// leave, and so kept hundreds ready to run on a few CPUs.
+const GATE_BELL: usize = 12;
 const LAYOUT: u32 = 0x6a72_6231;
 /// A state word per place.
 const STATES: usize = 64;
@@ -201,6 +206,25 @@ impl Board {
         let mark = board.word(MARK);
         let _ = mark.compare_exchange(0, LAYOUT, Ordering::AcqRel, Ordering::Acquire);
         (mark.load(Ordering::Acquire) == LAYOUT).then_some(board)
+    }
+
+    /// How often the gate's bell has rung: read before a pass looks for a
+    /// free place at the gate, then slept on (`gate_sleep`), so that a
+    /// ring between the two is not missed.
+    pub fn gate_rung(&self) -> u32 {
+        self.word(GATE_BELL).load(Ordering::Acquire)
+    }
+
+    /// Sleep until the gate's bell rings past `seen`, or at most `left`.
+    pub fn gate_sleep(&self, seen: u32, left: std::time::Duration) {
+        futex_wait(self.word(GATE_BELL), seen, left);
+    }
+
+    /// Ring the gate's bell: one sleeper wakes.
+    pub fn gate_ring(&self) {
+        let word = self.word(GATE_BELL);
+        word.fetch_add(1, Ordering::AcqRel);
+        futex_wake(word, 1);
     }
 
     fn word(&self, at: usize) -> &AtomicU32 {
@@ -431,7 +455,7 @@ impl Board {
     /// Wake the owners of the places answered.
     pub fn wake(&self, answers: &[(Asked, bool)]) {
         for (asked, _) in answers {
-            futex_wake(self.state(asked.place));
+            futex_wake(self.state(asked.place), i32::MAX);
         }
     }
 
@@ -493,15 +517,15 @@ fn futex_wait(word: &AtomicU32, now: u32, left: std::time::Duration) {
     };
 }
 
-/// Wake whoever sleeps on `word`.
-fn futex_wake(word: &AtomicU32) {
+/// Wake at most `n` of those who sleep on `word`.
+fn futex_wake(word: &AtomicU32, n: i32) {
     // SAFETY: as above.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAKE,
-            i32::MAX,
+            n,
             std::ptr::null::<libc::timespec>(),
             std::ptr::null::<u32>(),
             0,

@@ -10,13 +10,18 @@
 //! on CPUs of their own and are done in a few milliseconds each, so the
 //! same starts end sooner and running passes keep renewing meanwhile.
 //!
-//! The gate is a few byte-range locks (`F_OFD_SETLKW`) past the end of the
+//! The gate is a few byte-range locks (`F_OFD_SETLK`) past the end of the
 //! writers' side file, one per CPU this process may run on: a pass takes a
-//! free one, or waits for its own (its pid's), looking for a free one
-//! again every `SLICE` (one held by a stopped process must not hold up
-//! every pass behind it). The kernel drops a lock whose process dies, so a
-//! pass killed at the gate blocks no one. The gate only orders: a pass
-//! that finds no side file yet (a new store), may not write it, or waits
+//! free one, or sleeps on the gate's bell in the board's header
+//! (`Board::gate_sleep`) until a pass leaving rings it, then looks again.
+//! A leaver wakes one sleeper, not all: thousands of passes waiting in the
+//! locks themselves were all woken by every leave, and kept hundreds ready
+//! to run on two CPUs, the load the gate exists to prevent. A sleeper also
+//! looks again every `SLICE` or so: a leaver that died, or one of an older
+//! jobrun, rings no bell, and a place held by a stopped process holds up
+//! no one. The kernel drops a lock whose process dies, so a pass killed at
+//! the gate blocks no one. The gate only orders: a pass that finds no side
+//! file yet (a new store), may not write it or map its board, or waits
 //! past `PATIENCE` starts as it would without one, and nothing but the
 //! time it waited changes. A stop signal ends the wait (the caller's
 //! `stopped`).
@@ -28,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 
+use super::board::Board;
+
 /// Where the gate's locks start in the side file: past the renewals board.
 const AT: usize = super::board::LEN;
 
@@ -37,14 +44,17 @@ const AT: usize = super::board::LEN;
 /// back the overload it exists to prevent.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-/// How long a wait for one place lasts before the others are tried again
-/// (and a stop signal looked for).
+/// How long a pass sleeps at most (jittered) before it looks for a free
+/// place, and for a stop signal, again.
 const SLICE: Duration = Duration::from_millis(500);
 
 /// A place at the gate; dropping it lets the next pass through.
 pub struct Gate {
     file: File,
     place: usize,
+    /// The board whose gate bell the pass rings as it leaves, if it had
+    /// one as it entered.
+    board: Option<Board>,
 }
 
 impl Gate {
@@ -58,34 +68,42 @@ impl Gate {
         patience: Duration,
         stopped: &mut dyn FnMut() -> bool,
     ) -> Option<Gate> {
+        Gate::enter_every(store, mode, patience, SLICE, stopped)
+    }
+
+    /// `enter`, looking again every `slice` (jittered) when no bell rings.
+    fn enter_every(
+        store: &Path,
+        mode: u32,
+        patience: Duration,
+        slice: Duration,
+        stopped: &mut dyn FnMut() -> bool,
+    ) -> Option<Gate> {
         let deadline = Instant::now() + patience;
         let path = super::writers::path_of(store);
         let file = crate::files::open(None, &path, OFlag::O_RDWR, 0).ok()?;
         let md = file.metadata().ok()?;
         crate::files::judge(&path, &md, crate::files::Kind::Regular, mode).ok()?;
+        // The bell is in the board's header. A store none of whose passes
+        // renewed has no board yet: the first pass to wait makes it.
+        let mut board = Board::map(file.try_clone().ok()?, false);
         let places = cpus();
         let fd = file.as_raw_fd();
-        let mine = std::process::id() as usize % places;
         loop {
+            let rung = board.as_ref().map(Board::gate_rung);
             if let Some(place) = (0..places).find(|&p| lock(fd, p, libc::F_OFD_SETLK)) {
-                return Some(Gate { file, place });
+                return Some(Gate { file, place, board });
             }
             let now = Instant::now();
             if now >= deadline || stopped() {
                 return None;
             }
-            let until = (now + SLICE).min(deadline);
-            if super::writers::wait_until(
-                until,
-                || lock(fd, mine, libc::F_OFD_SETLKW),
-                || lock(fd, mine, libc::F_OFD_SETLK),
-            ) {
-                return Some(Gate { file, place: mine });
-            }
-            // Ended before its time: the kernel refused the wait itself
-            // (no lock left to wait with), not a place taken.
-            if Instant::now() < until {
-                return None;
+            match (&board, rung) {
+                (Some(board), Some(rung)) => {
+                    board.gate_sleep(rung, crate::random::jittered(slice).min(deadline - now))
+                }
+                // Made, then looked at again before the first sleep.
+                _ => board = Some(Board::map(file.try_clone().ok()?, true)?),
             }
         }
     }
@@ -114,6 +132,15 @@ impl Drop for Gate {
             libc::F_OFD_SETLK,
             libc::F_UNLCK,
         );
+        // A pass that entered before the store had a board looks for one
+        // now: a pass that came to wait since made it.
+        let board = self.board.take().or_else(|| {
+            let file = self.file.try_clone().ok()?;
+            Board::map(file, false)
+        });
+        if let Some(board) = board {
+            board.gate_ring();
+        }
     }
 }
 
@@ -166,8 +193,13 @@ mod tests {
         );
     }
 
+    /// A waiter sleeps until a pass leaving rings the gate's bell: it looks
+    /// again on its own only every minute here, so only the bell can let
+    /// it through long before its patience ends. The store has no board
+    /// yet: the waiter makes it, and the passes inside, which entered
+    /// without one, ring it as they leave.
     #[test]
-    fn a_waiter_passes_as_soon_as_its_place_is_left() {
+    fn a_waiter_passes_as_soon_as_a_place_is_left() {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("s.db");
         made(&store);
@@ -178,11 +210,25 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let path = store.clone();
         let waiter = std::thread::spawn(move || {
-            tx.send(()).unwrap();
-            Gate::enter(&path, 0o600, Duration::from_secs(20), &mut || false).is_some()
+            // Told each time a look found every place taken: the first
+            // before the board is made, the second just before it sleeps.
+            let mut tried = || {
+                let _ = tx.send(());
+                false
+            };
+            let patience = Duration::from_secs(20);
+            Gate::enter_every(&path, 0o600, patience, Duration::from_secs(60), &mut tried)
         });
         rx.recv().unwrap();
+        rx.recv().unwrap();
+        let left = Instant::now();
         drop(inside);
-        assert!(waiter.join().unwrap());
+        let passed = waiter.join().unwrap();
+        assert!(passed.is_some());
+        assert!(
+            left.elapsed() < Duration::from_secs(10),
+            "the waiter slept through the bell: {:?}",
+            left.elapsed()
+        );
     }
 }

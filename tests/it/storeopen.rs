@@ -411,15 +411,31 @@ fn cpus() -> usize {
     }
 }
 
-/// How many waits for a lock on the store's `<store>-writers` the kernel
-/// lists (`/proc/locks`): passes waiting at the starters' gate.
-fn waiting_at_the_gate(env: &TestEnv) -> usize {
-    use std::os::unix::fs::MetadataExt;
-    let ino = fs::metadata(format!("{}-writers", env.db)).unwrap().ino();
-    fs::read_to_string("/proc/locks")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("-> OFDLCK") && l.contains(&format!(":{ino} ")))
+/// How many of `pids` sleep at the starters' gate: their main thread is
+/// in a futex wait on a word of the store's `<store>-writers` mapping (the
+/// gate's bell).
+fn waiting_at_the_gate(env: &TestEnv, pids: &[u32]) -> usize {
+    let side = format!("{}-writers", env.db);
+    pids.iter()
+        .filter(|pid| {
+            let syscall = fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+            let mut fields = syscall.split_whitespace();
+            let number = fields.next().and_then(|n| n.parse::<i64>().ok());
+            let addr = fields
+                .next()
+                .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+            let (Some(libc::SYS_futex), Some(addr)) = (number, addr) else {
+                return false;
+            };
+            let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            maps.lines().filter(|l| l.ends_with(&side)).any(|l| {
+                let range = l.split_whitespace().next().unwrap_or_default();
+                let (from, to) = range.split_once('-').unwrap_or_default();
+                let from = u64::from_str_radix(from, 16).unwrap_or(u64::MAX);
+                let to = u64::from_str_radix(to, 16).unwrap_or(0);
+                (from..to).contains(&addr)
+            })
+        })
         .count()
 }
 
@@ -435,7 +451,7 @@ fn a_pass_waits_among_the_starters_and_term_ends_its_wait() {
     let waiting = env.start("waiting", &["run", "j", "--", "touch", "ran"]);
     let stopped = env.start("stopped", &["run", "k", "--", "touch", "ran-k"]);
     assert!(
-        wait_until(WAIT, || waiting_at_the_gate(&env) >= 2),
+        wait_until(WAIT, || waiting_at_the_gate(&env, &[waiting, stopped]) == 2),
         "the passes never waited at the gate: {} {}",
         env.stderr_of("waiting"),
         env.stderr_of("stopped")
@@ -488,7 +504,8 @@ fn a_pass_leaves_the_gate_once_it_holds_its_slot() {
     let passes: Vec<_> = (0..=places)
         .map(|i| crate::support::start_pass(&env, &format!("j{i}"), &format!("p{i}"), "3s", &[]))
         .collect();
-    assert_eq!(waiting_at_the_gate(&env), 0);
+    let wrappers: Vec<u32> = passes.iter().map(|p| p.wrapper).collect();
+    assert_eq!(waiting_at_the_gate(&env, &wrappers), 0);
     for (i, pass) in passes.iter().enumerate() {
         fs::write(env.path(&format!("p{i}.stop")), "").unwrap();
         assert_eq!(env.wait_exit(pass.wrapper, WAIT), Some(0));
