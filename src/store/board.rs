@@ -87,6 +87,12 @@ fn word(seq: u32, kind: u32) -> u32 {
     (seq << KIND_BITS) | kind
 }
 
+/// The byte locked while a process grows the side file to hold a board
+/// (`grown`): a lock, not data.
+const GROWING: usize = 0;
+/// How long a process waits at most for another to grow the file.
+const GROW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Looking for a free place gives up after this many tries.
 const TRIES: usize = 256;
 
@@ -172,17 +178,8 @@ impl Board {
     /// board of another layout.
     pub fn map(file: File, grow: bool) -> Option<Board> {
         let len = file.metadata().ok()?.len();
-        if len < LEN as u64 {
-            if !grow {
-                return None;
-            }
-            // Only ever grown, never cut, and given its blocks now: a page
-            // of a sparse file first written through the mapping on a full
-            // disk would kill the process (SIGBUS) instead of failing.
-            // SAFETY: fallocate on a descriptor the caller owns.
-            if unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, LEN as libc::off_t) } != 0 {
-                return None;
-            }
+        if len < LEN as u64 && !(grow && grown(&file)) {
+            return None;
         }
         // SAFETY: a fresh shared mapping of a file at least LEN long.
         let base = unsafe {
@@ -497,6 +494,52 @@ impl Board {
     }
 }
 
+/// Grow the side file `file` to hold a board: zeros written up to `LEN`,
+/// never cut. Whether it holds one now.
+///
+/// Written, not merely allocated (`posix_fallocate`): a page of a sparse
+/// file first written through the mapping on a full disk would kill the
+/// process (SIGBUS) instead of failing, and blocks only allocated are
+/// unwritten extents that the filesystem converts, under its journal, as
+/// the board's dirty pages are first written back. Thousands of passes
+/// then waited in page faults on the board at once, a writer with them in
+/// its turn, about 30 s (the kernel's dirty expiry) after they started,
+/// and every lease was lost.
+///
+/// Under a byte-range lock, so that zeros are never written over a board
+/// another process has begun to use: a process that finds the file being
+/// grown waits for the grower (thousands of passes may start on a new
+/// store together), at most `GROW_WAIT` (the grower may be stopped), then
+/// finds it grown, or goes on without a board.
+fn grown(file: &File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let fd = file.as_raw_fd();
+    let lock = |cmd, kind| super::writers::byte_lock(fd, GROWING, 1, cmd, kind);
+    let deadline = std::time::Instant::now() + GROW_WAIT;
+    let locked = super::writers::wait_until(
+        deadline,
+        || lock(libc::F_OFD_SETLKW, libc::F_WRLCK),
+        || lock(libc::F_OFD_SETLK, libc::F_WRLCK),
+    );
+    if !locked {
+        return false;
+    }
+    let zeros = [0u8; 64 * 1024];
+    let grown = file.metadata().is_ok_and(|md| {
+        let mut at = md.len();
+        while at < LEN as u64 {
+            let n = (LEN as u64 - at).min(zeros.len() as u64);
+            if file.write_all_at(&zeros[..n as usize], at).is_err() {
+                return false;
+            }
+            at += n;
+        }
+        true
+    });
+    lock(libc::F_OFD_SETLK, libc::F_UNLCK);
+    grown
+}
+
 /// Sleep while `word` holds `now`, at most `left` (or until woken).
 fn futex_wait(word: &AtomicU32, now: u32, left: std::time::Duration) {
     let ts = libc::timespec {
@@ -685,5 +728,85 @@ mod tests {
         let next = board(dir.path());
         assert_eq!(next.mine(), Some(place), "the place is free again");
         assert!(writer.take("k", 50_000, 10).is_empty());
+    }
+
+    /// The board's blocks are written, not merely allocated: none of its
+    /// extents is unwritten (`FIEMAP_EXTENT_UNWRITTEN`), so its first
+    /// write-back converts nothing under the filesystem's journal. Where
+    /// the filesystem does not map extents (tmpfs), there is nothing to
+    /// convert either.
+    #[test]
+    fn a_board_is_grown_with_its_zeros_written() {
+        const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+        const FIEMAP_FLAG_SYNC: u32 = 1;
+        const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+        const EXTENTS: usize = 64;
+        let dir = tempfile::tempdir().unwrap();
+        let b = board(dir.path());
+        assert_eq!(b.file.metadata().unwrap().len(), LEN as u64);
+        // struct fiemap (32 bytes), then EXTENTS struct fiemap_extent (56
+        // bytes each: flags at 40).
+        let mut buf = vec![0u64; (32 + 56 * EXTENTS) / 8];
+        buf[1] = LEN as u64;
+        let bytes = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: the buffer holds the header and EXTENTS extents.
+        unsafe {
+            bytes.add(16).cast::<u32>().write(FIEMAP_FLAG_SYNC);
+            bytes.add(24).cast::<u32>().write(EXTENTS as u32);
+        }
+        // SAFETY: FS_IOC_FIEMAP fills the buffer it is given.
+        let r = unsafe { libc::ioctl(b.file.as_raw_fd(), FS_IOC_FIEMAP, bytes) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
+            return;
+        }
+        // SAFETY: read back within the buffer the kernel filled.
+        let mapped = unsafe { bytes.add(20).cast::<u32>().read() } as usize;
+        assert!(mapped > 0, "no extent mapped");
+        for i in 0..mapped.min(EXTENTS) {
+            // SAFETY: as above.
+            let flags = unsafe { bytes.add(32 + 56 * i + 40).cast::<u32>().read() };
+            assert_eq!(
+                flags & FIEMAP_EXTENT_UNWRITTEN,
+                0,
+                "extent {i} is unwritten"
+            );
+        }
+    }
+
+    /// Two processes never grow the file at once: one that finds it being
+    /// grown waits for the grower, and past its wait goes on without a
+    /// board, having written nothing.
+    #[test]
+    fn a_side_file_being_grown_is_left_to_its_grower() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db-writers");
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .unwrap()
+        };
+        let grower = open();
+        grower.set_len(4096).unwrap();
+        let fd = grower.as_raw_fd();
+        assert!(super::super::writers::byte_lock(
+            fd,
+            GROWING,
+            1,
+            libc::F_OFD_SETLK,
+            libc::F_WRLCK
+        ));
+        assert!(Board::map(open(), true).is_none());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4096);
+        super::super::writers::byte_lock(fd, GROWING, 1, libc::F_OFD_SETLK, libc::F_UNLCK);
+        assert!(
+            Board::map(open(), true).is_some(),
+            "grown once the lock is left"
+        );
     }
 }

@@ -255,7 +255,7 @@ impl Writers {
 /// timer's signal interrupts it at the deadline. Where no timer can be
 /// used, `try_lock` (without blocking) is tried every millisecond instead.
 /// Whether the lock was had.
-fn wait_until(
+pub(super) fn wait_until(
     deadline: Instant,
     mut lock: impl FnMut() -> bool,
     mut try_lock: impl FnMut() -> bool,
