@@ -91,7 +91,7 @@ impl Gate {
         let fd = file.as_raw_fd();
         loop {
             let rung = board.as_ref().map(Board::gate_rung);
-            if let Some(place) = (0..places).find(|&p| lock(fd, p, libc::F_OFD_SETLK)) {
+            if let Some(place) = (0..places).find(|&p| lock(fd, p)) {
                 return Some(Gate { file, place, board });
             }
             let now = Instant::now();
@@ -144,9 +144,10 @@ impl Drop for Gate {
     }
 }
 
-/// Take the lock of `place` (`cmd`: `F_OFD_SETLK` or `F_OFD_SETLKW`).
-fn lock(fd: libc::c_int, place: usize, cmd: libc::c_int) -> bool {
-    set(fd, place, cmd, libc::F_WRLCK)
+/// Take the lock of `place` if it is free (never waiting: waiters sleep
+/// on the bell).
+fn lock(fd: libc::c_int, place: usize) -> bool {
+    set(fd, place, libc::F_OFD_SETLK, libc::F_WRLCK)
 }
 
 /// One byte past the board per place.
