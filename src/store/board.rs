@@ -580,17 +580,21 @@ fn futex_wake(word: &AtomicU32, n: i32) {
 mod tests {
     use super::*;
 
-    /// A board in `dir`, mapped through a descriptor of its own (as each
-    /// process maps it).
-    fn board(dir: &std::path::Path) -> Board {
-        let file = std::fs::OpenOptions::new()
+    /// The side file in `dir`, through a descriptor of its own (as each
+    /// process opens it).
+    fn side_file(dir: &std::path::Path) -> File {
+        std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(dir.join("s.db-writers"))
-            .unwrap();
-        Board::map(file, true).expect("a board")
+            .unwrap()
+    }
+
+    /// A board in `dir`, mapped through a descriptor of its own.
+    fn board(dir: &std::path::Path) -> Board {
+        Board::map(side_file(dir), true).expect("a board")
     }
 
     fn request(job: &str, key: &str) -> Request {
@@ -706,12 +710,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = board(dir.path());
         first.word(MARK).store(LAYOUT + 1, Ordering::Release);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(dir.path().join("s.db-writers"))
-            .unwrap();
-        assert!(Board::map(file, true).is_none());
+        assert!(Board::map(side_file(dir.path()), true).is_none());
     }
 
     #[test]
@@ -782,15 +781,7 @@ mod tests {
     fn a_side_file_being_grown_is_left_to_its_grower() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db-writers");
-        let open = || {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .unwrap()
-        };
+        let open = || side_file(dir.path());
         let grower = open();
         grower.set_len(4096).unwrap();
         let fd = grower.as_raw_fd();
