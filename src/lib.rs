@@ -14,6 +14,7 @@ pub(crate) mod clock;
 pub(crate) mod cmd;
 pub(crate) mod cron_log;
 pub(crate) mod engine;
+pub(crate) mod events;
 pub(crate) mod evidence;
 pub(crate) mod exit;
 pub(crate) mod files;

@@ -1,161 +1,25 @@
 //! Spawn the child, forward signals to it, reap it, decide the exit code.
 //!
 //! One thread owns the child. Signals to the wrapper, the renewer's "lease
-//! lost", and the child's exit all arrive as events on one channel, and only
-//! the owning thread signals or reaps. The child's exit is noticed with
+//! lost", and the child's exit all arrive as `events::Event`s, and only the
+//! owning thread signals or reaps. The child's exit is noticed with
 //! `waitid(WNOWAIT)`, which leaves it a zombie until the owner reaps it, so
 //! its pid and process group cannot be recycled while the owner might still
 //! signal them: the owner ends what is left of the group first and reaps the
 //! child last. That is how jobrun avoids zombies and signals to reused pids.
 
-use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
-use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
-use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
-use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-use signal_hook::iterator::Signals;
-
+use crate::events::{Event, Events};
 use crate::exit;
 use crate::process::{self, Group};
 use crate::report::{Level, Log};
 use crate::signal::{signal_group, PassGroup};
-use crate::spawn::{ignored_now, taken_over, RunningChild};
-
-/// Everything the owner of the child reacts to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    Signal(i32),
-    /// The child has exited (not yet reaped).
-    ChildExited,
-    /// The renewer lost the lease.
-    LeaseLost,
-    /// The renewer reached the max hold.
-    MaxHold,
-    /// A release on this machine may have freed a slot (queue only).
-    Wake,
-}
-
-/// The child whose exit the signal thread notices on SIGCHLD (0: none),
-/// and whether that thread takes SIGCHLD at all.
-static WATCHED: AtomicI32 = AtomicI32::new(0);
-/// The leader of the child's group until it is reaped (0: none): the
-/// signal thread reaps the orphans of its group this process adopted
-/// (`process::reap_adopted`).
-static LEADER: AtomicI32 = AtomicI32::new(0);
-static ON_SIGCHLD: AtomicBool = AtomicBool::new(false);
-
-/// Route the forwarded signals jobrun takes over (`spawn::takes_over`: all
-/// but one its caller ignored, TERM always) to `events`. Call this before
-/// spawning anything: a signal that arrives early is then queued, not
-/// fatal, and because the handlers are real handlers (not SIG_IGN), exec
-/// resets them to default in the child. The same thread takes SIGCHLD, so
-/// that the child's exit needs no thread of its own (`watch_exit`), unless
-/// the caller ignored SIGCHLD: the command then inherits that unchanged.
-pub fn watch_signals(events: Sender<Event>) -> io::Result<()> {
-    // Read what the caller ignored before any handler replaces it.
-    let mut signals = Signals::new(taken_over())?;
-    let mut taken = taken_over().to_vec();
-    if !ignored_now(SIGCHLD) {
-        signals.add_signal(SIGCHLD)?;
-        ON_SIGCHLD.store(true, Ordering::SeqCst);
-        taken.push(SIGCHLD);
-    }
-    // A caller may hand down a mask that blocks them: their handlers would
-    // never run (a child's exit unseen, TERM left pending). Unblocked in
-    // this thread, before any other starts, so every thread after takes
-    // them; the command gets an empty mask anyway (`spawn`).
-    unblock(&taken);
-    std::thread::Builder::new()
-        .name("jobrun-signals".into())
-        .spawn(move || {
-            for s in signals.forever() {
-                let sent = match s {
-                    SIGCHLD => notice_exit(&events, true),
-                    _ => events.send(Event::Signal(s)).is_ok(),
-                };
-                if !sent {
-                    break;
-                }
-            }
-        })?;
-    Ok(())
-}
-
-/// Unblock `signals` in the calling thread (and the threads it starts
-/// after).
-fn unblock(signals: &[i32]) {
-    let mut set = SigSet::empty();
-    for sig in signals.iter().filter_map(|&s| Signal::try_from(s).ok()) {
-        set.add(sig);
-    }
-    let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
-}
-
-/// On SIGCHLD (and once when the watch starts): if the watched child has
-/// exited, say so on `events`, exactly once. Otherwise, on SIGCHLD
-/// (`reap`), reap the orphans this process adopted that have ended (when
-/// the child has exited, its owner reaps them once the group is ended, so
-/// a pass's usual end lists no children here). `false` when nobody
-/// listens.
-fn notice_exit(events: &Sender<Event>, reap: bool) -> bool {
-    let pid = WATCHED.load(Ordering::SeqCst);
-    if pid != 0 && exited(pid) {
-        if WATCHED
-            .compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            return true;
-        }
-        return events.send(Event::ChildExited).is_ok();
-    }
-    let leader = LEADER.load(Ordering::SeqCst);
-    if reap && leader != 0 {
-        process::reap_adopted(leader);
-    }
-    true
-}
-
-/// Whether child `pid` has exited, without reaping it (no longer our child
-/// counts as exited, as a blocking wait would end).
-fn exited(pid: i32) -> bool {
-    let how = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
-    loop {
-        match waitid(Id::Pid(Pid::from_raw(pid)), how) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Ok(WaitStatus::StillAlive) => return false,
-            _ => return true,
-        }
-    }
-}
-
-/// Notice the child's exit without reaping it, and say so on `events`:
-/// from the signal thread when it takes SIGCHLD, else from a thread that
-/// waits for it.
-pub fn watch_exit(pid: u32, events: Sender<Event>) -> io::Result<()> {
-    if ON_SIGCHLD.load(Ordering::SeqCst) {
-        LEADER.store(pid as i32, Ordering::SeqCst);
-        WATCHED.store(pid as i32, Ordering::SeqCst);
-        // It may have exited before it was watched.
-        notice_exit(&events, false);
-        return Ok(());
-    }
-    std::thread::Builder::new()
-        .name("jobrun-child".into())
-        .spawn(move || {
-            let exited = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-            while let Err(nix::errno::Errno::EINTR) =
-                waitid(Id::Pid(Pid::from_raw(pid as i32)), exited)
-            {}
-            let _ = events.send(Event::ChildExited);
-        })?;
-    Ok(())
-}
+use crate::spawn::RunningChild;
 
 /// What to do with the child when the lease is lost (`--on-lost`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +102,7 @@ pub struct Due<'a> {
 /// stop, leftovers ended) it says on `log`, each line prefixed with `label`.
 pub fn supervise(
     child: &mut RunningChild,
-    events: &Receiver<Event>,
+    events: &Events,
     how: Stopping,
     label: &str,
     log: &Log,
@@ -305,7 +169,7 @@ pub fn supervise(
                 }
                 Err(RecvTimeoutError::Disconnected) => Event::ChildExited,
             },
-            None => events.recv().unwrap_or(Event::ChildExited),
+            None => events.recv(),
         };
         match event {
             Event::Signal(sig) => {
@@ -336,12 +200,12 @@ pub fn supervise(
     // The child has exited but is not reaped: its group id stays ours
     // while what is left of the group is ended, and only then is it reaped.
     end_group_leftovers(child, kill_after, label, log, due);
-    // Members that ended last are reaped here, whether or not the signal
-    // thread has seen their SIGCHLD yet.
+    // Members that ended last are reaped here, whether or not their
+    // SIGCHLD has been read yet.
     if let Some(pgid) = child.leader() {
         process::reap_adopted(pgid);
     }
-    LEADER.store(0, Ordering::SeqCst);
+    crate::events::forget_leader();
     let status = child.wait();
     crate::trace::mark("group");
     Ended {
@@ -430,6 +294,7 @@ mod tests {
     fn leftovers_forked_late_are_ended_and_the_leader_reaped_last() {
         use crate::spawn::HeldChild;
         use nix::sys::wait::{waitpid, WaitPidFlag};
+        use nix::unistd::Pid;
         let dir = tempfile::tempdir().unwrap();
         let at_term = dir.path().join("at-term");
         let ready = dir.path().join("ready");
@@ -445,12 +310,12 @@ mod tests {
             ready = ready.display(),
         );
         let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
-        let (events, rx) = std::sync::mpsc::channel();
+        let (events, rx) = crate::events::sent_only().unwrap();
         let mut child = HeldChild::fork(&argv, &[], &[], None)
             .unwrap()
             .release(1, 0);
         let pgid = child.id() as i32;
-        watch_exit(child.id(), events).unwrap();
+        crate::events::watch_exit(child.id(), events).unwrap();
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let sink = std::sync::Arc::clone(&lines);
         let log = Log(std::sync::Arc::new(move |_, l: &str| {

@@ -388,3 +388,21 @@ both_stores!(
     the_lease_is_renewed_while_leftovers_are_ended,
     orphans_of_the_command_are_adopted_and_reaped_at_once,
 );
+
+/// A pass whose command ends before its first renewal is due runs on one
+/// thread: its signals, its command's exit and its renewer need none of
+/// their own until then (SQLite: the PostgreSQL client runs threads of its
+/// own).
+#[test]
+fn a_short_pass_runs_on_one_thread() {
+    let env = TestEnv::sqlite();
+    let out = Jobrun::new(&env)
+        .args(["run", "j", "--", "sh", "-c", "ls /proc/$PPID/task | wc -l"])
+        .run()
+        .stdout;
+    assert_eq!(
+        out.trim(),
+        "1",
+        "threads of the wrapper while its command ran"
+    );
+}

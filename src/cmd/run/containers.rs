@@ -17,9 +17,10 @@ use std::time::Duration;
 
 use super::Ctx;
 use crate::engine::{self, Seen, Stopping, ENGINE_TIMEOUT};
+use crate::events::Event;
 use crate::policy::containers::Engine;
 use crate::say;
-use crate::supervise::{classify, Ended, Event, OnLost, SignalKind};
+use crate::supervise::{classify, Ended, OnLost, SignalKind};
 
 /// The longest wait between two looks at the engine.
 const MAX_POLL: Duration = Duration::from_secs(5);

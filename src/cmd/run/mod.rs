@@ -32,7 +32,7 @@ mod renewal;
 pub mod wake;
 
 use std::collections::HashSet;
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,7 @@ use anyhow::{Context, Result};
 
 use crate::clock::now_ms;
 use crate::cmd::{evidence, open_to_write};
+use crate::events::{self, Event, EventSender, Events};
 use crate::evidence::Evidence;
 use crate::files::{remove_stale_lock, HolderLock};
 use crate::policy::lease::{Eviction, Holder, LeaseKey};
@@ -50,7 +51,7 @@ use crate::say;
 use crate::settings::{RunSettings, StoreChoice};
 use crate::spawn::HeldChild;
 use crate::store::{Acquire, AcquireRequest, Attempt, PauseInfo, StoreHandle, StorePin};
-use crate::supervise::{self, Event};
+use crate::supervise;
 
 /// The variable `--db` is read from (`cli::Cli::db`).
 const DB_ENV: &str = "JOBRUN_DB";
@@ -118,8 +119,8 @@ struct Ctx {
     /// one connection each at most.
     store: StoreHandle,
     req: AcquireRequest,
-    events: Receiver<Event>,
-    sender: Sender<Event>,
+    events: Events,
+    sender: EventSender,
     started_ms: i64,
     /// When the pass began, and when its command was released to exec, on
     /// the monotonic clock: the wait and the duration are measured apart.
@@ -173,8 +174,7 @@ pub fn run(choice: &StoreChoice, settings: RunSettings) -> Result<i32> {
     let spec = choice.spec.clone();
     // Handlers first: a TERM that arrives while we take the lease is queued
     // and acted on, never the default "die holding it".
-    let (sender, events) = mpsc::channel();
-    supervise::watch_signals(sender.clone()).context("cannot install signal handlers")?;
+    let (sender, events) = events::watch_signals().context("cannot install signal handlers")?;
     // Orphans of the command come to this process, where the end of the
     // pass finds them without listing every process (`process::own_group`).
     crate::process::become_subreaper();
@@ -352,7 +352,7 @@ fn stopped_before_trying(settings: &RunSettings, sig: i32, while_: &str) -> i32 
 /// Wait the pass's `--spread` offset and `--jitter` before it tries for a
 /// slot. `Some(signal)` when a stop signal (TERM, INT, HUP, QUIT) arrived
 /// meanwhile: the pass then ends at once.
-fn delay_before_pass(settings: &RunSettings, events: &Receiver<Event>) -> Option<i32> {
+fn delay_before_pass(settings: &RunSettings, events: &Events) -> Option<i32> {
     if settings.spread.is_none() && settings.jitter.is_none() {
         return None;
     }

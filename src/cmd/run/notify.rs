@@ -9,13 +9,12 @@
 //! poll interval, never a pass.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::events::{Event, EventSender};
 use crate::store::postgres::PgStore;
 use crate::store::{StoreSpec, ALL_JOBS};
-use crate::supervise::Event;
 
 /// How often the listening thread checks whether its waiter is done.
 const CHECK_STOP: Duration = Duration::from_millis(200);
@@ -35,7 +34,7 @@ impl Drop for Listener {
 /// when the store has no notifications (SQLite) or the listening
 /// connection could not be opened (the waiter just polls). The LISTEN is
 /// in place when this returns, so a release after it is never missed.
-pub fn listen(spec: &StoreSpec, job: &str, events: Sender<Event>) -> Option<Listener> {
+pub fn listen(spec: &StoreSpec, job: &str, events: EventSender) -> Option<Listener> {
     let StoreSpec::Postgres(url) = spec else {
         return None;
     };

@@ -11,6 +11,7 @@ use super::{paused_line, report_evictions, wake, Ctx, Holding, Planned, Prepared
 use crate::capture::{Capture, Reading, Spooled};
 use crate::clock::now_ms;
 use crate::cmd::{holder_name, judge_lease, judged};
+use crate::events::{self, Event};
 use crate::exit;
 use crate::hook::{self, EndVars, PassVars, StartHook};
 use crate::policy::coalesce::{self, Invocation};
@@ -22,7 +23,7 @@ use crate::renewer::{Log, Renewer, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
 use crate::store::{Acquire, Held, StoreError, StoreLease};
-use crate::supervise::{self, classify, Event, SignalKind};
+use crate::supervise::{self, classify, SignalKind};
 
 impl Prepared {
     /// Take a slot, or find why not. A free job needs no judging: only when
@@ -445,7 +446,7 @@ impl Holding {
         // ends before never costs one.
         let mut renewer = ctx.renewer(Held::Lease(key.clone()), &label, taken, renewer_store);
         let watched =
-            supervise::watch_exit(child.id(), ctx.sender.clone()).context("cannot watch the child");
+            events::watch_exit(child.id(), ctx.sender.clone()).context("cannot watch the child");
         match watched {
             Ok(()) => {}
             Err(e) => {

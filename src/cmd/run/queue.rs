@@ -9,6 +9,7 @@ use anyhow::Result;
 
 use super::{notify, paused_line, report_evictions, wake, Ctx, Holding, Planned, Queued, Taken};
 use crate::cmd::queued_pass;
+use crate::events::Event;
 use crate::evidence::StoreReach;
 use crate::exit;
 use crate::policy::lease::{decide_waiter, Eviction, WaiterDecision};
@@ -20,7 +21,7 @@ use crate::report::{escape, human_ms};
 use crate::say;
 use crate::spawn::HeldChild;
 use crate::store::{Acquire, Enqueue, Held, StoreError};
-use crate::supervise::{classify, Event, SignalKind};
+use crate::supervise::{classify, SignalKind};
 
 /// The longest fallback poll of a waiter that a release wakes.
 const QUIET_POLL: Duration = Duration::from_secs(5);

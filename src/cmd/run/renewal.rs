@@ -2,18 +2,17 @@
 //! the queue), its thread started only when the first renewal is due, so a
 //! command that ends before costs no thread.
 
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use super::Ctx;
+use crate::events::{Event, EventSender};
 use crate::policy::lease::renew_interval;
 use crate::renewer::{Log, Renewer, RenewerConfig, RenewerExit};
 use crate::say;
 use crate::store::{Held, StoreHandle, StoreLease};
-use crate::supervise::Event;
 
 impl Ctx {
     /// Renew `held` on `store` from now until stopped; a lost lease or max
@@ -74,7 +73,7 @@ impl Ctx {
 /// renewal is due, or when the lease must outlive the command (its
 /// containers run on). A thread that cannot be made is said once, and the
 /// pass hears of it as of a lost lease: nothing will renew it.
-pub(super) fn start_late(renewer: &mut Renewer<StoreLease>, label: &str, events: &Sender<Event>) {
+pub(super) fn start_late(renewer: &mut Renewer<StoreLease>, label: &str, events: &EventSender) {
     if let Err(e) = renewer.start() {
         say!(
             error,

@@ -26,15 +26,14 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Sender;
 
 use nix::fcntl::OFlag;
 
+use crate::events::{Event, EventSender};
 use crate::files::{self, valid_pass_id, Kind};
 use crate::policy::slots::Occupancy;
 use crate::say;
 use crate::store::{StoreHandle, StoreSpec};
-use crate::supervise::Event;
 
 /// A waiter's wake FIFO: `<pass id>.wake` in the directory below.
 pub const WAKE_SUFFIX: &str = ".wake";
@@ -109,7 +108,7 @@ impl Drop for WakeWatch {
 /// wake-up written to it to `events` as `Event::Wake`, through a thread
 /// blocked in poll(2). `None` (after one warning line) when there is no
 /// usable wake file: the waiter then polls.
-pub fn watch(spec: &StoreSpec, pass_id: &str, events: Sender<Event>) -> Option<WakeWatch> {
+pub fn watch(spec: &StoreSpec, pass_id: &str, events: EventSender) -> Option<WakeWatch> {
     let made = dir(spec)
         .and_then(|d| file_of(&d, pass_id).ok_or_else(|| format!("invalid pass id {pass_id:?}")))
         .and_then(|p| listen(spec, &p).map(|ends| (p, ends)));
@@ -158,7 +157,7 @@ fn open_ends(spec: &StoreSpec, path: &Path, mode: u32) -> Result<(File, File), S
     Ok((read, keep))
 }
 
-fn listen_loop(read: File, events: Sender<Event>) {
+fn listen_loop(read: File, events: EventSender) {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::io::Read;
     use std::os::fd::AsFd;
