@@ -61,8 +61,8 @@ fn parse() -> Result<Cli, clap::Error> {
 }
 
 fn run_main() -> i32 {
-    // One malloc arena: the wrapper's few threads (signals, child, renewer)
-    // allocate little, and an arena each would add to the resident memory
+    // One malloc arena: the wrapper's few threads (the renewer, a waiter's
+    // watchers) allocate little, and an arena each would add to the resident memory
     // of every pass for the whole of its run.
     // SAFETY: mallopt only tunes the allocator; called before any thread.
     unsafe {

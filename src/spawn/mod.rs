@@ -1,7 +1,7 @@
 //! Start the command so that no process of a pass runs before it is on
 //! record.
 //!
-//! The command is forked first and held: the new process puts itself in a
+//! The command is started first and held: the new process puts itself in a
 //! process group of its own and blocks on a pipe before exec. Its pid and
 //! start time go into the store in the same transaction that takes the slot
 //! (or joins the queue); only then does the wrapper write the fencing token
@@ -10,26 +10,29 @@
 //! exits without ever running the command. If the slot is not taken, the
 //! wrapper aborts it the same way.
 //!
-//! Between fork and exec the held process only makes async-signal-safe
-//! calls: everything it needs (argv, the environment, the buffers the token
-//! is written into) is built before the fork.
+//! Between its start and exec the held process makes raw system calls
+//! only (`raw`: it may share the wrapper's memory): everything it needs
+//! (argv, the environment, the buffers the token is written into) is built
+//! before it starts, and kept until it is reaped.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use nix::errno::Errno;
-use nix::sys::signal::{pthread_sigmask, SigHandler, SigSet, SigmaskHow, Signal};
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::WaitStatus;
-use nix::unistd::{ForkResult, Pid};
+use nix::unistd::Pid;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
 
 use crate::exit;
 use crate::policy::lease::Proc;
 use crate::process::start_time;
+
+mod raw;
 
 /// Signals the wrapper catches and forwards to its command's process group
 /// (see `supervise`). The held process sets each back to its default
@@ -49,7 +52,7 @@ pub fn takes_over(sig: i32, ignored_at_start: bool) -> bool {
 
 /// The forwarded signals jobrun takes over (`takes_over`), read from the
 /// dispositions it started with. The first call must come before any
-/// handler is installed: `supervise::watch_signals` makes it.
+/// handler is installed: `events::watch_signals` makes it.
 pub fn taken_over() -> &'static [i32] {
     static TAKEN: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
     TAKEN.get_or_init(|| {
@@ -95,12 +98,14 @@ pub struct SpawnError {
     pub message: String,
 }
 
-/// A forked command waiting for its go.
+/// A held command waiting for its go.
 pub struct HeldChild {
     proc: Proc,
     /// Closed (taken) once the child is released or aborted.
     go: Option<OwnedFd>,
     exec_error: Option<OwnedFd>,
+    /// What the held process runs on: freed only once it is reaped.
+    launch: Option<Box<Launch>>,
 }
 
 /// A command that was let go: it has exec'd, or it failed to and is exiting.
@@ -108,6 +113,8 @@ pub struct RunningChild {
     pid: i32,
     exec_error: Option<OwnedFd>,
     reaped: bool,
+    /// What it ran on until exec: freed only once it is reaped.
+    _launch: Option<Box<Launch>>,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -186,75 +193,85 @@ fn read_exact(fd: impl AsFd, buf: &mut [u8]) -> bool {
     true
 }
 
-/// Everything the held process needs between fork and exec, built before
-/// the fork: it may not allocate.
-struct Exec<'a> {
+/// Everything the held process needs between its start and exec, built
+/// before it starts and left unchanged by the wrapper until it is reaped:
+/// the held process may share this memory (`raw::start`), and allocates
+/// nothing.
+struct Exec {
     /// Where exec looks for the command, in order.
-    paths: &'a [CString],
-    /// The signals given back their default: those jobrun took over, and
-    /// PIPE (which the wrapper ignores).
-    reset: &'a [i32],
-    /// NULL-terminated argv and environment.
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
+    paths: Vec<CString>,
+    /// The arguments and the environment, and the NULL-terminated arrays
+    /// of pointers to them that exec takes.
+    args: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    vars: Vec<Vec<u8>>,
+    envp: Vec<*const libc::c_char>,
     /// The digits of the `JOBRUN_TOKEN=` and `JOBRUN_SLOT=` placeholders.
     token_digits: *mut u8,
     slot_digits: *mut u8,
+    /// The digits of the `fork_numbered` placeholder, or null.
+    number_digits: *mut u8,
     /// Where the command's stdout and stderr go when the wrapper captures
     /// them (`--output quiet-unless-failed`): the write end of one pipe, so
     /// both arrive in order.
     output: Option<libc::c_int>,
-    /// The digits of the `fork_numbered` placeholder, or null.
-    number_digits: *mut u8,
+    /// The pipes' ends, as the held process finds them: it reads its go
+    /// on `go_r`, reports a failed exec on `err_w`, and closes the others.
+    go_r: libc::c_int,
+    go_w: libc::c_int,
+    err_r: libc::c_int,
+    err_w: libc::c_int,
 }
 
-/// The held process, from fork to exec: put itself in a process group of
-/// its own, give the signals jobrun took over back their default (one its
-/// caller ignored stays ignored), wait for the
-/// token, write it into the environment, exec. Never returns: exec, or
-/// `_exit` with 127 (not found), 126 (cannot execute) or `ABORTED` (the
-/// wrapper went away or aborted it), the errno reported down `err_w`.
+/// What a held process runs on until it is reaped: its `Exec` and its
+/// stack. Dropped only after the process is reaped (the owners' `Drop`
+/// reaps first).
+struct Launch {
+    exec: Exec,
+    _stack: raw::Stack,
+}
+
+/// The held process's first function (`raw::start`).
+extern "C" fn held_main(exec: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `start` passes the `Exec` of its `Launch`, valid and
+    // unchanged until this process is reaped.
+    unsafe { become_command(&*exec.cast::<Exec>()) }
+}
+
+/// The held process, from its start to exec: put itself in a process
+/// group of its own, give every signal the wrapper handles back its
+/// default (one its caller ignored stays ignored), wait for the token,
+/// write it into the environment, exec. Never returns: exec, or `_exit`
+/// with 127 (not found), 126 (cannot execute) or `ABORTED` (the wrapper
+/// went away or aborted it), the errno reported down `err_w`.
 ///
 /// # Safety
-/// Call only in the child of a `fork`, once, with `exec` built before the
-/// fork: its pointers valid, each placeholder with room for its digits and
-/// a NUL. Other threads of the wrapper may have held locks (the
-/// allocator's among them) at the fork, so everything called here is
-/// async-signal-safe and allocates nothing.
-unsafe fn become_command(
-    go_r: OwnedFd,
-    go_w: OwnedFd,
-    err_r: OwnedFd,
-    err_w: OwnedFd,
-    exec: &Exec,
-) -> ! {
-    let _ = nix::unistd::close(go_w);
-    let _ = nix::unistd::close(err_r);
-    let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+/// Call only in the held process, once, with `exec` built before it
+/// started: its pointers valid, each placeholder with room for its digits
+/// and a NUL. It makes only `raw`'s system calls (it may share the
+/// wrapper's memory and its `errno`) and allocates nothing.
+unsafe fn become_command(exec: &Exec) -> ! {
+    raw::close(exec.go_w);
+    raw::close(exec.err_r);
+    raw::own_group();
     if let Some(fd) = exec.output {
-        // SAFETY: dup2 and fcntl are async-signal-safe. The copies on 1
-        // and 2 lose close-on-exec, the original keeps it; were the pipe
-        // itself on 1 or 2 (jobrun started with them closed), dup2 would
-        // leave that flag, so it is cleared on both.
-        unsafe {
-            libc::dup2(fd, 1);
-            libc::dup2(fd, 2);
-            libc::fcntl(1, libc::F_SETFD, 0);
-            libc::fcntl(2, libc::F_SETFD, 0);
-        }
+        // The copies on 1 and 2 lose close-on-exec, the original keeps it
+        // (were the pipe itself on 1 or 2, jobrun started with them
+        // closed, that one loses it).
+        raw::dup_onto(fd, 1);
+        raw::dup_onto(fd, 2);
     }
-    for &sig in exec.reset {
-        if let Ok(sig) = Signal::try_from(sig) {
-            // SAFETY: setting the default disposition installs no handler.
-            let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigDfl) };
-        }
-    }
-    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    raw::default_handled_signals();
+    raw::unblock_all();
     let mut go = [0u8; GO_LEN];
-    if !read_exact(&go_r, &mut go) {
-        // SAFETY: _exit ends this process without running the wrapper's
-        // atexit handlers or flushing its buffers.
-        unsafe { libc::_exit(ABORTED) };
+    let mut got = 0;
+    while got < GO_LEN {
+        // SAFETY: the rest of `go` is valid for writes.
+        match unsafe { raw::read(exec.go_r, go.as_mut_ptr().add(got), GO_LEN - got) } {
+            Ok(n) if n > 0 => got += n,
+            // The wrapper went away or aborted it.
+            _ => raw::exit(ABORTED),
+        }
     }
     let token = i64::from_le_bytes([go[0], go[1], go[2], go[3], go[4], go[5], go[6], go[7]]);
     let slot = u32::from_le_bytes([go[8], go[9], go[10], go[11]]);
@@ -272,11 +289,10 @@ unsafe fn become_command(
     // As execvp does, but with no fallback to a shell for a file that is
     // not an executable format: that is an error.
     let mut errno = libc::ENOENT;
-    for path in exec.paths {
+    for path in &exec.paths {
         // SAFETY: NUL-terminated path, NULL-terminated argv and envp of
         // NUL-terminated strings, all alive until exec replaces us.
-        unsafe { libc::execve(path.as_ptr(), exec.argv, exec.envp) };
-        match Errno::last_raw() {
+        match unsafe { raw::execve(path.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr()) } {
             libc::ENOENT | libc::ENOTDIR => {}
             libc::EACCES => errno = libc::EACCES,
             other => {
@@ -285,13 +301,12 @@ unsafe fn become_command(
             }
         }
     }
-    let _ = nix::unistd::write(&err_w, &errno.to_le_bytes());
-    // SAFETY: as above.
-    unsafe { libc::_exit(exit::of_exec_errno(errno)) }
+    let _ = raw::write(exec.err_w, &errno.to_le_bytes());
+    raw::exit(exit::of_exec_errno(errno))
 }
 
 impl HeldChild {
-    /// Fork `argv` (run directly, found on PATH like `execvp`) with the
+    /// Start `argv` (run directly, found on PATH like `execvp`) with the
     /// wrapper's environment without the variables `unset` names, plus
     /// `env`, and hold it before exec. The held process later receives
     /// `JOBRUN_TOKEN` and `JOBRUN_SLOT`. With `output`, its stdout and
@@ -323,14 +338,7 @@ impl HeldChild {
             .iter()
             .map(|a| cstring(a.as_bytes()))
             .collect::<Result<_, _>>()?;
-        let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-        arg_ptrs.push(std::ptr::null());
         let paths = candidates(&argv[0])?;
-        let reset: Vec<i32> = taken_over()
-            .iter()
-            .copied()
-            .chain([libc::SIGPIPE])
-            .collect();
 
         let ours = |k: &[u8]| {
             k == TOKEN_ENV.as_bytes()
@@ -358,29 +366,45 @@ impl HeldChild {
         if let Some(n) = number {
             vars.push(placeholder(n, TOKEN_DIGITS));
         }
-        let mut env_ptrs: Vec<*mut libc::c_char> =
-            vars.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
-        env_ptrs.push(std::ptr::null_mut());
-        let digits_of = |at: usize, name: &str| {
-            // Inside the placeholder: "NAME=" is its first bytes.
-            env_ptrs[at].cast::<u8>().wrapping_add(name.len() + 1)
-        };
-        let exec = Exec {
-            paths: &paths,
-            reset: &reset,
-            argv: arg_ptrs.as_ptr(),
-            envp: env_ptrs.as_ptr().cast(),
-            token_digits: digits_of(token_at, TOKEN_ENV),
-            slot_digits: digits_of(token_at + 1, SLOT_ENV),
-            output: output.map(|fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
-            number_digits: number.map_or(std::ptr::null_mut(), |n| digits_of(token_at + 2, n)),
-        };
 
         let (go_r, go_w) = pipe().map_err(|e| failed("pipe", e))?;
         let (err_r, err_w) = pipe().map_err(|e| failed("pipe", e))?;
+        let stack = raw::Stack::new().map_err(|e| failed("stack", e))?;
+        let mut launch = Box::new(Launch {
+            exec: Exec {
+                paths,
+                args,
+                argv: Vec::new(),
+                vars,
+                envp: Vec::new(),
+                token_digits: std::ptr::null_mut(),
+                slot_digits: std::ptr::null_mut(),
+                number_digits: std::ptr::null_mut(),
+                output: output.map(|fd| fd.as_raw_fd()),
+                go_r: go_r.as_raw_fd(),
+                go_w: go_w.as_raw_fd(),
+                err_r: err_r.as_raw_fd(),
+                err_w: err_w.as_raw_fd(),
+            },
+            _stack: stack,
+        });
+        // The pointers into the buffers, taken where they stay: the
+        // buffers themselves never move again.
+        let exec = &mut launch.exec;
+        exec.argv = exec.args.iter().map(|a| a.as_ptr()).collect();
+        exec.argv.push(std::ptr::null());
+        // Inside each placeholder: "NAME=" is its first bytes.
+        let digits_of = |v: &mut Vec<u8>, name: &str| v.as_mut_ptr().wrapping_add(name.len() + 1);
+        exec.token_digits = digits_of(&mut exec.vars[token_at], TOKEN_ENV);
+        exec.slot_digits = digits_of(&mut exec.vars[token_at + 1], SLOT_ENV);
+        if let Some(n) = number {
+            exec.number_digits = digits_of(&mut exec.vars[token_at + 2], n);
+        }
+        exec.envp = exec.vars.iter().map(|v| v.as_ptr().cast()).collect();
+        exec.envp.push(std::ptr::null());
 
-        // Block every signal across the fork: the new process must not run
-        // the wrapper's handlers (they would report its signals as the
+        // Block every signal across the start: the new process must not
+        // run the wrapper's handlers (they would report its signals as the
         // wrapper's) before it has reset them.
         let mut old = SigSet::empty();
         let _ = pthread_sigmask(
@@ -388,45 +412,36 @@ impl HeldChild {
             Some(&SigSet::all()),
             Some(&mut old),
         );
-        // SAFETY: the child branch runs only `become_command`, which makes
-        // only async-signal-safe calls on memory prepared before the fork
-        // (`exec` and the pipes) and ends in exec or _exit; nothing it
-        // touches can be left locked by another thread of the wrapper.
-        let forked = unsafe { nix::unistd::fork() };
-        let pid = match forked {
-            Ok(ForkResult::Child) => {
-                // SAFETY: this is the child of the fork above, and `exec`
-                // was built before it (see `become_command`).
-                unsafe { become_command(go_r, go_w, err_r, err_w, &exec) }
-            }
-            Ok(ForkResult::Parent { child }) => Ok(child.as_raw()),
-            Err(e) => Err(e),
-        };
+        let arg: *mut Exec = &mut launch.exec;
+        // SAFETY: `held_main` makes only `raw`'s calls and touches only the
+        // `Launch` (its `Exec` and stack), which nothing changes and which
+        // lives until the process is reaped (`HeldChild` and
+        // `RunningChild` hold it and reap before they drop it); every
+        // signal is blocked.
+        let started = unsafe { raw::start(held_main, arg.cast(), &launch._stack) };
         let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-        let pid = pid.map_err(|e| failed("fork", e.into()))?;
+        let pid = started.map_err(|e| failed("start", e))?;
         // Also from this side, so the group exists before anyone signals it.
         let _ = nix::unistd::setpgid(Pid::from_raw(pid), Pid::from_raw(pid));
         drop(go_r);
         drop(err_w);
+        let mut held = HeldChild {
+            proc: Proc { pid, start: 0 },
+            go: Some(go_w),
+            exec_error: Some(err_r),
+            launch: Some(launch),
+        };
         let Some(start) = start_time(pid) else {
             // Our own unreaped child always has a /proc entry; without one
             // it could not be put on record.
-            let mut held = HeldChild {
-                proc: Proc { pid, start: 0 },
-                go: Some(go_w),
-                exec_error: Some(err_r),
-            };
             held.abort();
             return Err(failed(
                 "read its start time",
                 io::Error::from(io::ErrorKind::NotFound),
             ));
         };
-        Ok(HeldChild {
-            proc: Proc { pid, start },
-            go: Some(go_w),
-            exec_error: Some(err_r),
-        })
+        held.proc.start = start;
+        Ok(held)
     }
 
     /// The held process as evidence: put this on record before `release`.
@@ -455,6 +470,7 @@ impl HeldChild {
             pid: self.proc.pid,
             exec_error: self.exec_error.take(),
             reaped: false,
+            _launch: self.launch.take(),
         }
     }
 
@@ -557,6 +573,7 @@ impl Drop for RunningChild {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::sys::wait::WaitPidFlag;
 
     /// An ignore the caller set is kept, but TERM's: TERM always stops a
     /// pass.
@@ -581,6 +598,49 @@ mod tests {
         // SAFETY: the placeholder has room for 10 digits and a NUL at `at`.
         unsafe { write_decimal(buf.as_mut_ptr().add(at), 0) };
         assert_eq!(&buf[..at + 2], b"JOBRUN_SLOT=0\0");
+    }
+
+    /// The token as the wrapper's copy of the environment holds it.
+    fn token_in_wrapper(child: &RunningChild) -> String {
+        let launch = child._launch.as_ref().unwrap();
+        let var = launch
+            .exec
+            .vars
+            .iter()
+            .find(|v| v.starts_with(b"JOBRUN_TOKEN="));
+        let var = std::ffi::CStr::from_bytes_until_nul(var.unwrap()).unwrap();
+        var.to_str().unwrap()["JOBRUN_TOKEN=".len()..]
+            .trim()
+            .to_string()
+    }
+
+    /// Where it can, the held process shares the wrapper's memory (the
+    /// token it writes lands in the wrapper's copy); forked, it runs the
+    /// same and writes its own copy.
+    #[test]
+    fn the_held_process_shares_memory_where_it_can_and_is_forked_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let argv: Vec<std::ffi::OsString> = vec![
+            "sh".into(),
+            "-c".into(),
+            format!("echo $JOBRUN_TOKEN > {}", marker.display()).into(),
+        ];
+        let run = |token: i64| {
+            let mut child = HeldChild::fork(&argv, &[], &[], None)
+                .unwrap()
+                .release(token, 0);
+            assert!(child.wait().unwrap().success());
+            let seen = std::fs::read_to_string(&marker).unwrap();
+            assert_eq!(seen.trim(), token.to_string());
+            token_in_wrapper(&child)
+        };
+        let shared = run(42);
+        assert_eq!(shared == "42", raw::SHARES_MEMORY, "{shared:?}");
+        raw::FORK_IN_TESTS.store(true, std::sync::atomic::Ordering::SeqCst);
+        let forked = run(43);
+        raw::FORK_IN_TESTS.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(forked, "", "a forked process wrote the wrapper's memory");
     }
 
     #[test]
@@ -617,6 +677,62 @@ mod tests {
         assert!(child.wait().unwrap().success());
         let text = std::fs::read_to_string(&marker).unwrap();
         assert_eq!(text.trim(), format!("5/{}", u64::MAX));
+    }
+
+    /// The held process runs none of the wrapper's handlers, even while
+    /// it shares the wrapper's memory: a signal it gets before exec has
+    /// its default action there, and the wrapper's handler never hears of
+    /// it.
+    #[test]
+    fn a_held_process_runs_none_of_the_wrappers_handlers() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let heard = Arc::new(AtomicBool::new(false));
+        let id = signal_hook::flag::register(SIGUSR1, Arc::clone(&heard)).unwrap();
+        let argv = vec![std::ffi::OsString::from("true")];
+        let held = HeldChild::fork(&argv, &[], &[], None).unwrap();
+        let pid = Pid::from_raw(held.proc().pid);
+        nix::sys::signal::kill(pid, Signal::SIGUSR1).unwrap();
+        // It ends by the signal (a handler would have let it wait on).
+        let how = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let ended = loop {
+            match nix::sys::wait::waitid(nix::sys::wait::Id::Pid(pid), how) {
+                Ok(WaitStatus::StillAlive) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Ok(WaitStatus::StillAlive) => break None,
+                other => break Some(other),
+            }
+        };
+        signal_hook::low_level::unregister(id);
+        assert!(!heard.load(Ordering::SeqCst));
+        let Some(ended) = ended else {
+            drop(held);
+            panic!("the held process did not end by the signal");
+        };
+        assert!(
+            matches!(ended, Ok(WaitStatus::Signaled(_, Signal::SIGUSR1, _))),
+            "{ended:?}"
+        );
+        let status = reap(pid.as_raw()).unwrap();
+        assert_eq!(status.signal(), Some(SIGUSR1), "{status:?}");
+        // Reaped already: nothing is left to abort.
+        std::mem::forget(held);
+    }
+
+    /// A failed exec is read from the system call's return value: the
+    /// errno of the thread that started the held process (which it may
+    /// share) is left as it was.
+    #[test]
+    fn a_failed_exec_leaves_the_wrappers_errno_alone() {
+        let argv = vec![std::ffi::OsString::from("/nonexistent/jobrun-test-command")];
+        let held = HeldChild::fork(&argv, &[], &[], None).unwrap();
+        Errno::set_raw(1234);
+        let mut child = held.release(1, 0);
+        let status = child.wait().unwrap();
+        assert_eq!(Errno::last_raw(), 1234);
+        assert_eq!(status.code(), Some(exit::NOT_FOUND));
     }
 
     #[test]

@@ -1,0 +1,358 @@
+//! How the held process is started, and the system calls it makes.
+//!
+//! On x86_64 and aarch64 the held process shares the wrapper's memory
+//! until it execs (`start`: `clone` with `CLONE_VM`, as `posix_spawn` and
+//! `vfork` do): no page table is copied and no page of the wrapper is
+//! copied on write while the take transaction runs, which made a fork the
+//! dearest step of a short pass. The held process runs on a stack of its
+//! own (`Stack`), reads only what was built for it before it started, and
+//! is never waited on to exec: the wrapper goes on with its transaction
+//! meanwhile. Sharing memory, it also shares the C library's `errno` of
+//! the thread that started it, which every C library wrapper writes when a
+//! call fails; so the held process makes each system call here, by the
+//! instruction, and reads its error from the value returned, and the
+//! wrapper's `errno` is never touched by it.
+//!
+//! Elsewhere the held process is forked (its memory its own), and these
+//! calls go through `libc::syscall`. It is forked too under Valgrind, and
+//! where a sandbox refuses a process that shares memory (`start`).
+
+use std::io;
+
+use libc::{c_int, c_long, c_void};
+
+/// An error number, as the kernel returns it negated.
+pub type Errno = c_int;
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn syscall4(n: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the caller passes a system call and arguments that are
+    // valid for it; the kernel clobbers rcx and r11 and nothing else.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            in("r10") d,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn syscall4(n: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the caller passes a system call and arguments that are
+    // valid for it; the kernel returns in x0 and clobbers nothing else.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a as isize => ret,
+            in("x1") b,
+            in("x2") c,
+            in("x3") d,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Whether the held process shares the wrapper's memory (`start`).
+pub const SHARES_MEMORY: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn syscall4(n: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    // SAFETY: as the caller's; the held process is forked here, so the
+    // errno written is its own.
+    let r = unsafe { libc::syscall(n, a, b, c, d) };
+    if r < 0 {
+        -(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO) as isize)
+    } else {
+        r as isize
+    }
+}
+
+fn result(r: isize) -> Result<usize, Errno> {
+    if (-4095..0).contains(&r) {
+        Err(-r as Errno)
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// `read(2)`, retried when interrupted.
+///
+/// # Safety
+/// `buf` must be valid for writes of `len` bytes.
+pub unsafe fn read(fd: c_int, buf: *mut u8, len: usize) -> Result<usize, Errno> {
+    loop {
+        // SAFETY: the caller's guarantee.
+        let r = unsafe { syscall4(libc::SYS_read, fd as usize, buf as usize, len, 0) };
+        match result(r) {
+            Err(libc::EINTR) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// `write(2)`, once.
+pub fn write(fd: c_int, buf: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: `buf` is valid for reads of its length.
+    result(unsafe {
+        syscall4(
+            libc::SYS_write,
+            fd as usize,
+            buf.as_ptr() as usize,
+            buf.len(),
+            0,
+        )
+    })
+}
+
+/// `close(2)` of a descriptor this process will not use again.
+pub fn close(fd: c_int) {
+    // SAFETY: closing a descriptor touches no memory.
+    let _ = unsafe { syscall4(libc::SYS_close, fd as usize, 0, 0, 0) };
+}
+
+/// Put this process in a process group of its own (`setpgid(0, 0)`).
+pub fn own_group() {
+    // SAFETY: touches no memory.
+    let _ = unsafe { syscall4(libc::SYS_setpgid, 0, 0, 0, 0) };
+}
+
+/// Make `target` a copy of `fd` that survives exec.
+pub fn dup_onto(fd: c_int, target: c_int) {
+    if fd != target {
+        // SAFETY: touches no memory; flags 0 leaves the copy without
+        // close-on-exec.
+        let _ = unsafe { syscall4(libc::SYS_dup3, fd as usize, target as usize, 0, 0) };
+    } else {
+        // SAFETY: as above; the descriptor itself loses close-on-exec.
+        let _ = unsafe { syscall4(libc::SYS_fcntl, fd as usize, libc::F_SETFD as usize, 0, 0) };
+    }
+}
+
+/// The kernel's `struct sigaction` (x86_64 and aarch64 alike, and the
+/// generic layout): handler, flags, restorer, mask.
+#[repr(C)]
+#[derive(Default)]
+struct KernelSigaction {
+    handler: usize,
+    flags: usize,
+    restorer: usize,
+    mask: u64,
+}
+
+/// The kernel's signals are 1 to 64, with a mask of 8 bytes.
+const NSIG: c_int = 64;
+const SIGSET_BYTES: usize = 8;
+
+/// Give every signal that has a handler here back its default, and PIPE
+/// too (the wrapper ignores it; a command expects it). What is ignored
+/// stays ignored, as exec would keep it.
+pub fn default_handled_signals() {
+    for sig in 1..=NSIG {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let mut old = KernelSigaction::default();
+        // SAFETY: a null new action only reads the old one into `old`.
+        let r = unsafe {
+            syscall4(
+                libc::SYS_rt_sigaction,
+                sig as usize,
+                0,
+                &mut old as *mut KernelSigaction as usize,
+                SIGSET_BYTES,
+            )
+        };
+        let handled =
+            result(r).is_ok() && old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN;
+        if handled || sig == libc::SIGPIPE {
+            let default = KernelSigaction::default();
+            // SAFETY: the default disposition installs no handler.
+            let _ = unsafe {
+                syscall4(
+                    libc::SYS_rt_sigaction,
+                    sig as usize,
+                    &default as *const KernelSigaction as usize,
+                    0,
+                    SIGSET_BYTES,
+                )
+            };
+        }
+    }
+}
+
+/// Unblock every signal (the mask exec hands the command).
+pub fn unblock_all() {
+    let empty: u64 = 0;
+    // SAFETY: reads the 8-byte mask `empty`; no old mask is written.
+    let _ = unsafe {
+        syscall4(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as usize,
+            &empty as *const u64 as usize,
+            0,
+            SIGSET_BYTES,
+        )
+    };
+}
+
+/// `execve(2)`: returns only if it failed, with why.
+///
+/// # Safety
+/// `path` must be NUL-terminated, `argv` and `envp` NULL-terminated arrays
+/// of NUL-terminated strings.
+pub unsafe fn execve(
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) -> Errno {
+    // SAFETY: the caller's guarantee.
+    let r = unsafe {
+        syscall4(
+            libc::SYS_execve,
+            path as usize,
+            argv as usize,
+            envp as usize,
+            0,
+        )
+    };
+    result(r).err().unwrap_or(libc::EIO)
+}
+
+/// End this process with `code` (`_exit`).
+pub fn exit(code: c_int) -> ! {
+    loop {
+        // SAFETY: touches no memory; does not return.
+        let _ = unsafe { syscall4(libc::SYS_exit_group, code as usize, 0, 0, 0) };
+    }
+}
+
+/// The stack the held process runs on while it shares the wrapper's
+/// memory, with a guard page below it. Unmapped when dropped: drop it only
+/// once the held process is reaped.
+pub struct Stack {
+    base: *mut c_void,
+    len: usize,
+}
+
+/// Room for the held process's few frames (debug builds included); pages
+/// it never touches cost nothing.
+const STACK_BYTES: usize = 128 * 1024;
+
+impl Stack {
+    pub fn new() -> io::Result<Stack> {
+        // SAFETY: sysconf reads a constant.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let len = STACK_BYTES + page;
+        // SAFETY: a new private anonymous mapping, owned by the Stack.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = Stack { base, len };
+        // SAFETY: the lowest page of the mapping just made: the guard.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    fn top(&self) -> *mut c_void {
+        self.base.cast::<u8>().wrapping_add(self.len).cast()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `new` made, used by no one any more (the
+        // caller's duty: the held process is reaped).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// Start a process that runs `main(arg)` and never returns from it, its
+/// exit reported by SIGCHLD: on `stack`, sharing this process's memory,
+/// where the calls above are made by the instruction; forked elsewhere, or
+/// where such a process cannot be made (below). Its pid.
+///
+/// # Safety
+/// `main` may only make the calls of this module and touch memory that
+/// stays valid and unchanged by this process until it is reaped: `arg`,
+/// what it points to, and `stack`. Every signal must be blocked across
+/// the call, so that no handler of this process runs in the new one
+/// before `default_handled_signals`.
+pub unsafe fn start(
+    main: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+    stack: &Stack,
+) -> io::Result<i32> {
+    if SHARES_MEMORY && !forks() {
+        // SAFETY: the caller's guarantee; the stack is ours and unused.
+        let pid = unsafe { libc::clone(main, stack.top(), libc::CLONE_VM | libc::SIGCHLD, arg) };
+        if pid >= 0 {
+            return Ok(pid);
+        }
+        let e = io::Error::last_os_error();
+        // A sandbox that refuses such a process (seccomp): forked instead.
+        if !matches!(
+            e.raw_os_error(),
+            Some(libc::EINVAL | libc::ENOSYS | libc::EPERM)
+        ) {
+            return Err(e);
+        }
+    }
+    // SAFETY: in the child, `main` makes only this module's calls (the
+    // caller's guarantee), which are async-signal-safe, and never returns.
+    match unsafe { libc::fork() } {
+        0 => {
+            main(arg);
+            exit(127)
+        }
+        -1 => Err(io::Error::last_os_error()),
+        pid => Ok(pid),
+    }
+}
+
+/// Whether the held process is forked even where it could share memory:
+/// under Valgrind (its preload library in `LD_PRELOAD`), which ends a
+/// program that makes a process sharing its memory but not its threads.
+fn forks() -> bool {
+    #[cfg(test)]
+    if FORK_IN_TESTS.load(std::sync::atomic::Ordering::SeqCst) {
+        return true;
+    }
+    std::env::var_os("LD_PRELOAD").is_some_and(|p| {
+        p.as_encoded_bytes()
+            .windows(11)
+            .any(|w| w == b"/vgpreload_")
+    })
+}
+
+/// Tests fork the held process while this is set: both ways run the same
+/// held process.
+#[cfg(test)]
+pub static FORK_IN_TESTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
