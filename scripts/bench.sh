@@ -320,25 +320,27 @@ start_pass() {
 }
 
 # tally DIR: failed starts (a non-zero or missing exit code), renewal
-# failures and lost leases of the passes started in DIR.
+# failures, lost leases and failed releases (the pass's lease left to lapse,
+# the pass not recorded) of the passes started in DIR.
 tally() {
   local dir=$1 passes codes
   passes=$(find "$dir" -name '*.err' | wc -l)
   codes=$(cat "$dir"/*.rc 2>/dev/null | grep -cx 0 || true)
   echo "$((passes - codes))" \
     "$(cat "$dir"/*.err | grep -c "renewal failed" || true)" \
-    "$(cat "$dir"/*.err | grep -c "lease lost" || true)"
+    "$(cat "$dir"/*.err | grep -c "lease lost" || true)" \
+    "$(cat "$dir"/*.err | grep -c "release failed" || true)"
 }
 
 mode_contention() {
   local counts=("$@") hold=${HOLD:-60}
   [ ${#counts[@]} -gt 0 ] || counts=(3000)
   begin "Contention: concurrent renewing passes on one SQLite store"
-  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms). A lost lease is dated by its pass's last stderr line when that is the loss (undated otherwise): while passes were still starting (before the last one started), while all of them ran, or once the first had ended."
+  say "Each pass: \`jobrun run --lease 3s c.N.I -- sleep $hold\`, distinct jobs, all started at once from one shell; renewals come every second (±10%). A failed start is a pass whose exit code is not 0; peak is the most leases held at once (sampled every 250 ms). A lost lease is dated by its pass's last stderr line when that is the loss (undated otherwise): while passes were still starting (before the last one started), while all of them ran, or once the first had ended. A failed release is a pass that said its release failed: its lease is left to lapse and the pass is not recorded."
   say
-  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | lost while starting / all running / ending | WAL MiB | wall s |"
-  say "|---|---|---|---|---|---|---|---|---|---|"
-  local n dir db t0 started startfail failed lost late peak wal when
+  say "| passes | started in s | peak held | failed starts | renewal failures | late renewals | lost leases | lost while starting / all running / ending | failed releases | WAL MiB | wall s |"
+  say "|---|---|---|---|---|---|---|---|---|---|---|"
+  local n dir db t0 started startfail failed lost unreleased late peak wal when
   # The knee: the most passes that ran with no late renewal, and the
   # fewest whose renewals came late or lost their lease.
   local calm="none" late_at="" lost_at=""
@@ -360,7 +362,7 @@ mode_contention() {
     started=$(cat "$dir/started")
     touch "$dir/stop"
     wait
-    read -r startfail failed lost < <(tally "$dir")
+    read -r startfail failed lost unreleased < <(tally "$dir")
     late=$(cat "$dir"/*.err | grep -c "warning: renewed" || true)
     peak=$(cat "$dir/peak")
     wal=$(cat "$dir/wal")
@@ -369,20 +371,20 @@ mode_contention() {
       { printf "%s / %s / %s", $1, $2, $3
         if ($4 > 0) printf " (%s undated)", $4
         if ($5) printf " (the commands ended before the last pass started)" }')
-    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $when | $wal | $((SECONDS - t0)) |"
-    if [ "$late" -eq 0 ] && [ "$lost" -eq 0 ] && [ "$startfail" -eq 0 ]; then
+    say "| $n | $started | $peak | $startfail | $failed | $late | $lost | $when | $unreleased | $wal | $((SECONDS - t0)) |"
+    if [ "$late" -eq 0 ] && [ "$lost" -eq 0 ] && [ "$startfail" -eq 0 ] && [ "$unreleased" -eq 0 ]; then
       calm=$n
     elif [ -z "$late_at" ]; then
       late_at=$n
     fi
-    if [ -z "$lost_at" ] && { [ "$lost" -gt 0 ] || [ "$startfail" -gt 0 ]; }; then lost_at=$n; fi
-    if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ]; then
+    if [ -z "$lost_at" ] && { [ "$lost" -gt 0 ] || [ "$startfail" -gt 0 ] || [ "$unreleased" -gt 0 ]; }; then lost_at=$n; fi
+    if [ "$startfail" -gt 0 ] || [ "$lost" -gt 0 ] || [ "$unreleased" -gt 0 ]; then
       echo "- at $n, first problem: \`$(cat "$dir"/*.err | grep -m1 -h "jobrun:" | sed "s|$work/||; s/\`/'/g" || true)\`" >>"$work/problems"
     fi
   done
   say
   if [ "$calm" = none ]; then calm="none of these counts"; else calm="$calm passes"; fi
-  say "Knee: all renewals on time up to $calm; late renewals (the warning line, \`renewal_late\` in status) from ${late_at:-none of these}; lost leases or failed starts from ${lost_at:-none of these}."
+  say "Knee: all renewals on time up to $calm; late renewals (the warning line, \`renewal_late\` in status) from ${late_at:-none of these}; lost leases, failed starts or failed releases from ${lost_at:-none of these}."
   say
   [ ! -f "$work/problems" ] || cat "$work/problems" >>"$section"
   say
@@ -447,7 +449,7 @@ fleet() {
   done
   wait
   local lost startfail renewfail ok
-  read -r startfail renewfail lost < <(tally "$dir")
+  read -r startfail renewfail lost _ < <(tally "$dir")
   ok=$(psql -qtA "$admin" -c "SELECT count(*) FROM history WHERE job LIKE 'f.$label.%' AND outcome = 'ok'")
   printf '%-12s %6s %6s %6s %8s %8s %8s %10s %10s %10s\n' "$label" "$n" "$lease" "$ok" "$startfail" \
     "$lost" "$renewfail" "$((mem / 1024))" "$((pss / 1024))" "$peak"
@@ -478,7 +480,7 @@ fleet_figures() {
     done
     wait
     local failed lost ran startfail
-    read -r startfail failed lost < <(tally "$dir")
+    read -r startfail failed lost _ < <(tally "$dir")
     ran=$(psql -qtA "$sadmin" -c "SELECT count(*) FROM history WHERE job LIKE 's$n.%' AND outcome = 'ok'")
     printf '%-10s %8s %14s %16s %12s\n' "$n" "$ran" "$startfail" "$failed" "$lost"
   done
