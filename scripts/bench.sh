@@ -193,7 +193,7 @@ mode_phases() {
       open.pin) what="opening: the store file pinned" ;;
       open.evidence) what="opening: host, boot and PID namespace" ;;
       open) what="opening: pass id, holder lock, environment" ;;
-      fork) what="forking the held command" ;;
+      fork) what="starting the held command (shared memory; forked where it cannot be), its start time read" ;;
       take) what="the take transaction" ;;
       gate) what="releasing the command to exec (no thread: the renewer's starts at its first tick)" ;;
       child) what="the command runs (exec of true), its exit noticed on SIGCHLD" ;;
