@@ -600,6 +600,11 @@ mod tests {
         assert_eq!(&buf[..at + 2], b"JOBRUN_SLOT=0\0");
     }
 
+    /// `sh -c SCRIPT`, as a held command's argv.
+    fn sh(script: String) -> Vec<std::ffi::OsString> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
     /// The token as the wrapper's copy of the environment holds it.
     fn token_in_wrapper(child: &RunningChild) -> String {
         let launch = child._launch.as_ref().unwrap();
@@ -621,11 +626,7 @@ mod tests {
     fn the_held_process_shares_memory_where_it_can_and_is_forked_otherwise() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let argv: Vec<std::ffi::OsString> = vec![
-            "sh".into(),
-            "-c".into(),
-            format!("echo $JOBRUN_TOKEN > {}", marker.display()).into(),
-        ];
+        let argv = sh(format!("echo $JOBRUN_TOKEN > {}", marker.display()));
         let run = |token: i64| {
             let mut child = HeldChild::fork(&argv, &[], &[], None)
                 .unwrap()
@@ -647,11 +648,10 @@ mod tests {
     fn a_held_child_runs_nothing_until_released() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let argv: Vec<std::ffi::OsString> = vec![
-            "sh".into(),
-            "-c".into(),
-            format!("echo $JOBRUN_TOKEN/$JOBRUN_SLOT > {}", marker.display()).into(),
-        ];
+        let argv = sh(format!(
+            "echo $JOBRUN_TOKEN/$JOBRUN_SLOT > {}",
+            marker.display()
+        ));
         // Aborted: the command never runs, even when the held process was
         // stopped and cannot read its pipe.
         let held = HeldChild::fork(&argv, &[], &[], None).unwrap();
@@ -667,11 +667,10 @@ mod tests {
         let text = std::fs::read_to_string(&marker).unwrap();
         assert_eq!(text.trim(), "1234567890123/7");
         // A number of its own, set at release.
-        let argv: Vec<std::ffi::OsString> = vec![
-            "sh".into(),
-            "-c".into(),
-            format!("echo $JOBRUN_TOKEN/$TEST_NUMBER > {}", marker.display()).into(),
-        ];
+        let argv = sh(format!(
+            "echo $JOBRUN_TOKEN/$TEST_NUMBER > {}",
+            marker.display()
+        ));
         let held = HeldChild::fork_numbered(&argv, &[], &[], None, Some("TEST_NUMBER")).unwrap();
         let mut child = held.release_numbered(5, 0, u64::MAX);
         assert!(child.wait().unwrap().success());
