@@ -638,9 +638,9 @@ mod tests {
         };
         let shared = run(42);
         assert_eq!(shared == "42", raw::SHARES_MEMORY, "{shared:?}");
-        raw::FORK_IN_TESTS.store(true, std::sync::atomic::Ordering::SeqCst);
+        raw::FORK_IN_TESTS.with(|f| f.set(true));
         let forked = run(43);
-        raw::FORK_IN_TESTS.store(false, std::sync::atomic::Ordering::SeqCst);
+        raw::FORK_IN_TESTS.with(|f| f.set(false));
         assert_eq!(forked, "", "a forked process wrote the wrapper's memory");
     }
 

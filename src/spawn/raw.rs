@@ -14,8 +14,9 @@
 //! wrapper's `errno` is never touched by it.
 //!
 //! Elsewhere the held process is forked (its memory its own), and these
-//! calls go through `libc::syscall`. It is forked too under Valgrind, and
-//! where a sandbox refuses a process that shares memory (`start`).
+//! calls go through `libc::syscall` (its signals through the C library).
+//! It is forked too on kernels before 5.16, under Valgrind, and where a
+//! sandbox refuses a process that shares memory (`start`, `forks`).
 
 use std::io;
 
@@ -144,71 +145,121 @@ pub fn dup_onto(fd: c_int, target: c_int) {
     }
 }
 
-/// The kernel's `struct sigaction` (x86_64 and aarch64 alike, and the
-/// generic layout): handler, flags, restorer, mask.
-#[repr(C)]
-#[derive(Default)]
-struct KernelSigaction {
-    handler: usize,
-    flags: usize,
-    restorer: usize,
-    mask: u64,
-}
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub use kernel_signals::{default_handled_signals, unblock_all};
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub use libc_signals::{default_handled_signals, unblock_all};
 
-/// The kernel's signals are 1 to 64, with a mask of 8 bytes.
-const NSIG: c_int = 64;
-const SIGSET_BYTES: usize = 8;
+/// Signal dispositions and the mask by the instruction, where the held
+/// process shares memory.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod kernel_signals {
+    use super::{result, syscall4};
+    use libc::c_int;
 
-/// Give every signal that has a handler here back its default, and PIPE
-/// too (the wrapper ignores it; a command expects it). What is ignored
-/// stays ignored, as exec would keep it.
-pub fn default_handled_signals() {
-    for sig in 1..=NSIG {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        let mut old = KernelSigaction::default();
-        // SAFETY: a null new action only reads the old one into `old`.
-        let r = unsafe {
-            syscall4(
-                libc::SYS_rt_sigaction,
-                sig as usize,
-                0,
-                &mut old as *mut KernelSigaction as usize,
-                SIGSET_BYTES,
-            )
-        };
-        let handled =
-            result(r).is_ok() && old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN;
-        if handled || sig == libc::SIGPIPE {
-            let default = KernelSigaction::default();
-            // SAFETY: the default disposition installs no handler.
-            let _ = unsafe {
+    /// The kernel's `struct sigaction` (x86_64 and aarch64 alike, and the
+    /// generic layout): handler, flags, restorer, mask.
+    #[repr(C)]
+    #[derive(Default)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: usize,
+        restorer: usize,
+        mask: u64,
+    }
+
+    /// The kernel's signals are 1 to 64, with a mask of 8 bytes.
+    const NSIG: c_int = 64;
+    const SIGSET_BYTES: usize = 8;
+
+    /// Give every signal that has a handler here back its default, and PIPE
+    /// too (the wrapper ignores it; a command expects it). What is ignored
+    /// stays ignored, as exec would keep it.
+    pub fn default_handled_signals() {
+        for sig in 1..=NSIG {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old = KernelSigaction::default();
+            // SAFETY: a null new action only reads the old one into `old`.
+            let r = unsafe {
                 syscall4(
                     libc::SYS_rt_sigaction,
                     sig as usize,
-                    &default as *const KernelSigaction as usize,
                     0,
+                    &mut old as *mut KernelSigaction as usize,
                     SIGSET_BYTES,
                 )
             };
+            let handled =
+                result(r).is_ok() && old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN;
+            if handled || sig == libc::SIGPIPE {
+                let default = KernelSigaction::default();
+                // SAFETY: the default disposition installs no handler.
+                let _ = unsafe {
+                    syscall4(
+                        libc::SYS_rt_sigaction,
+                        sig as usize,
+                        &default as *const KernelSigaction as usize,
+                        0,
+                        SIGSET_BYTES,
+                    )
+                };
+            }
         }
+    }
+
+    /// Unblock every signal (the mask exec hands the command).
+    pub fn unblock_all() {
+        let empty: u64 = 0;
+        // SAFETY: reads the 8-byte mask `empty`; no old mask is written.
+        let _ = unsafe {
+            syscall4(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK as usize,
+                &empty as *const u64 as usize,
+                0,
+                SIGSET_BYTES,
+            )
+        };
     }
 }
 
-/// Unblock every signal (the mask exec hands the command).
-pub fn unblock_all() {
-    let empty: u64 = 0;
-    // SAFETY: reads the 8-byte mask `empty`; no old mask is written.
-    let _ = unsafe {
-        syscall4(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK as usize,
-            &empty as *const u64 as usize,
-            0,
-            SIGSET_BYTES,
-        )
-    };
+/// The same through the C library, for a forked held process (its errno
+/// its own), on architectures whose kernel structures differ.
+#[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
+mod libc_signals {
+    /// As `kernel_signals::default_handled_signals`.
+    pub fn default_handled_signals() {
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            // SAFETY: a zeroed sigaction is a valid out-parameter; a null
+            // new action only reads the old one.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+                continue;
+            }
+            let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
+            if handled || sig == libc::SIGPIPE {
+                // SAFETY: the default disposition installs no handler.
+                unsafe { libc::signal(sig, libc::SIG_DFL) };
+            }
+        }
+    }
+
+    /// As `kernel_signals::unblock_all`.
+    pub fn unblock_all() {
+        // SAFETY: a zeroed sigset_t emptied by sigemptyset is a valid set;
+        // no old mask is written.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        }
+    }
 }
 
 /// `execve(2)`: returns only if it failed, with why.
@@ -339,20 +390,70 @@ pub unsafe fn start(
 
 /// Whether the held process is forked even where it could share memory:
 /// under Valgrind (its preload library in `LD_PRELOAD`), which ends a
-/// program that makes a process sharing its memory but not its threads.
+/// program that makes a process sharing its memory but not its threads;
+/// and on kernels before 5.16, where a process that dumps core takes every
+/// process sharing its memory down with it (a QUIT sent to a held process
+/// would kill its wrapper unrecorded).
 fn forks() -> bool {
     #[cfg(test)]
-    if FORK_IN_TESTS.load(std::sync::atomic::Ordering::SeqCst) {
+    if FORK_IN_TESTS.with(|f| f.get()) {
         return true;
     }
-    std::env::var_os("LD_PRELOAD").is_some_and(|p| {
-        p.as_encoded_bytes()
-            .windows(11)
-            .any(|w| w == b"/vgpreload_")
-    })
+    static OLD_KERNEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let old_kernel = *OLD_KERNEL
+        .get_or_init(|| !kernel_release().is_some_and(|r| release_at_least(&r, (5, 16))));
+    old_kernel
+        || std::env::var_os("LD_PRELOAD").is_some_and(|p| {
+            p.as_encoded_bytes()
+                .windows(11)
+                .any(|w| w == b"/vgpreload_")
+        })
 }
 
-/// Tests fork the held process while this is set: both ways run the same
-/// held process.
+/// The running kernel's release (`uname -r`).
+fn kernel_release() -> Option<String> {
+    // SAFETY: a zeroed utsname is a valid out-parameter for uname.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is valid for writes.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: uname NUL-terminates the release.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
+    Some(release.to_string_lossy().into_owned())
+}
+
+/// Whether a kernel release ("6.1.0-18-amd64") is `at_least` (major,
+/// minor); one that does not read as a version is not.
+fn release_at_least(release: &str, at_least: (u32, u32)) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (major, minor) {
+        (Some(major), Some(minor)) => (major, minor) >= at_least,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
-pub static FORK_IN_TESTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+thread_local! {
+    /// A test forks the held processes it starts on its thread while this
+    /// is set: both ways run the same held process.
+    pub static FORK_IN_TESTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_from_5_16_on_share_memory() {
+        assert!(release_at_least("6.18.44-fc-v669", (5, 16)));
+        assert!(release_at_least("5.16.0", (5, 16)));
+        assert!(release_at_least("10.0", (5, 16)));
+        assert!(!release_at_least("5.15.0-91-generic", (5, 16)));
+        assert!(!release_at_least("4.18.0-513.el8.x86_64", (5, 16)));
+        assert!(!release_at_least("", (5, 16)));
+        assert!(!release_at_least("six", (5, 16)));
+    }
+}
