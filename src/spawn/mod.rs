@@ -637,7 +637,7 @@ mod tests {
             token_in_wrapper(&child)
         };
         let shared = run(42);
-        assert_eq!(shared == "42", raw::SHARES_MEMORY, "{shared:?}");
+        assert_eq!(shared == "42", raw::shares_memory(), "{shared:?}");
         raw::FORK_IN_TESTS.with(|f| f.set(true));
         let forked = run(43);
         raw::FORK_IN_TESTS.with(|f| f.set(false));

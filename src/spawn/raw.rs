@@ -67,8 +67,9 @@ unsafe fn syscall4(n: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     ret
 }
 
-/// Whether the held process shares the wrapper's memory (`start`).
-pub const SHARES_MEMORY: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+/// Where the held process can share the wrapper's memory: where its
+/// system calls are made by the instruction.
+const SHARES_MEMORY: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe fn syscall4(n: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
@@ -361,7 +362,7 @@ pub unsafe fn start(
     arg: *mut c_void,
     stack: &Stack,
 ) -> io::Result<i32> {
-    if SHARES_MEMORY && !forks() {
+    if shares_memory() {
         // SAFETY: the caller's guarantee; the stack is ours and unused.
         let pid = unsafe { libc::clone(main, stack.top(), libc::CLONE_VM | libc::SIGCHLD, arg) };
         if pid >= 0 {
@@ -386,6 +387,11 @@ pub unsafe fn start(
         -1 => Err(io::Error::last_os_error()),
         pid => Ok(pid),
     }
+}
+
+/// Whether a held process started now shares the wrapper's memory.
+pub fn shares_memory() -> bool {
+    SHARES_MEMORY && !forks()
 }
 
 /// Whether the held process is forked even where it could share memory:
