@@ -95,11 +95,13 @@ pub fn watch_signals() -> io::Result<(EventSender, Events)> {
         ON_SIGCHLD.store(true, Ordering::SeqCst);
         taken.push(SIGCHLD);
     }
+    let events = channel(&taken)?;
     // A caller may hand down a mask that blocks them: their handlers would
-    // never run (a child's exit unseen, TERM left pending). The command
-    // gets an empty mask anyway (`spawn`).
+    // never run (a child's exit unseen, TERM left pending). Unblocked once
+    // the handlers are in place, so one pending already is an event too.
+    // The command gets an empty mask anyway (`spawn`).
     unblock(&taken);
-    channel(&taken)
+    Ok(events)
 }
 
 /// Events with no signal caught: only what is sent.
