@@ -17,7 +17,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -179,20 +179,6 @@ fn candidates(cmd: &std::ffi::OsStr) -> Result<Vec<CString>, SpawnError> {
         .collect()
 }
 
-/// Read exactly `buf.len()` bytes; false on EOF or error. Async-signal-safe.
-fn read_exact(fd: impl AsFd, buf: &mut [u8]) -> bool {
-    let mut got = 0;
-    while got < buf.len() {
-        match nix::unistd::read(fd.as_fd(), &mut buf[got..]) {
-            Ok(0) => return false,
-            Ok(n) => got += n,
-            Err(Errno::EINTR) => continue,
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
 /// Everything the held process needs between its start and exec, built
 /// before it starts and left unchanged by the wrapper until it is reaped:
 /// the held process may share this memory (`raw::start`), and allocates
@@ -264,14 +250,9 @@ unsafe fn become_command(exec: &Exec) -> ! {
     raw::default_handled_signals();
     raw::unblock_all();
     let mut go = [0u8; GO_LEN];
-    let mut got = 0;
-    while got < GO_LEN {
-        // SAFETY: the rest of `go` is valid for writes.
-        match unsafe { raw::read(exec.go_r, go.as_mut_ptr().add(got), GO_LEN - got) } {
-            Ok(n) if n > 0 => got += n,
-            // The wrapper went away or aborted it.
-            _ => raw::exit(ABORTED),
-        }
+    if !raw::read_exact(exec.go_r, &mut go) {
+        // The wrapper went away or aborted it.
+        raw::exit(ABORTED);
     }
     let token = i64::from_le_bytes([go[0], go[1], go[2], go[3], go[4], go[5], go[6], go[7]]);
     let slot = u32::from_le_bytes([go[8], go[9], go[10], go[11]]);
@@ -534,7 +515,7 @@ impl RunningChild {
     pub fn exec_failure(&self, argv0: &str) -> Option<SpawnError> {
         let mut errno = [0u8; 4];
         let fd = self.exec_error.as_ref()?;
-        if !read_exact(fd, &mut errno) {
+        if !raw::read_exact(fd.as_raw_fd(), &mut errno) {
             return None;
         }
         let e = io::Error::from_raw_os_error(i32::from_le_bytes(errno));

@@ -93,19 +93,30 @@ fn result(r: isize) -> Result<usize, Errno> {
     }
 }
 
-/// `read(2)`, retried when interrupted.
-///
-/// # Safety
-/// `buf` must be valid for writes of `len` bytes.
-pub unsafe fn read(fd: c_int, buf: *mut u8, len: usize) -> Result<usize, Errno> {
-    loop {
-        // SAFETY: the caller's guarantee.
-        let r = unsafe { syscall4(libc::SYS_read, fd as usize, buf as usize, len, 0) };
+/// Fill `buf` from `fd` (`read(2)`, retried when interrupted); false on
+/// end of file or an error.
+pub fn read_exact(fd: c_int, buf: &mut [u8]) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        let rest = &mut buf[got..];
+        // SAFETY: `rest` is valid for writes of its length.
+        let r = unsafe {
+            syscall4(
+                libc::SYS_read,
+                fd as usize,
+                rest.as_mut_ptr() as usize,
+                rest.len(),
+                0,
+            )
+        };
         match result(r) {
+            Ok(0) => return false,
+            Ok(n) => got += n,
             Err(libc::EINTR) => continue,
-            other => return other,
+            Err(_) => return false,
         }
     }
+    true
 }
 
 /// `write(2)`, once.
