@@ -11,8 +11,8 @@ use super::postgres::PgStore;
 use super::sql::ClockOffset;
 use super::sqlite::SqliteStore;
 use super::{
-    Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Store, StoreError, StorePin,
-    StoreSpec,
+    Acquire, AcquireRequest, Enqueue, Forget, Held, HistoryQuery, Released, Store, StoreError,
+    StorePin, StoreSpec,
 };
 use crate::policy::containers::Engine;
 use crate::policy::lease::{
@@ -335,16 +335,23 @@ fn take_renew_release(s: &mut Subject) {
         ..a.clone()
     };
     assert_eq!(renew(s, &Held::Lease(stale.clone())), Renewal::NotOurs);
-    assert!(!s.store.release(&stale, None, &s.pin).unwrap());
-    assert!(s
-        .store
-        .release(
-            &a,
-            Some((&record("j", Outcome::Ok), super::Keep::last(10))),
-            &s.pin
-        )
-        .unwrap());
-    assert!(!s.store.release(&a, None, &s.pin).unwrap());
+    assert_eq!(
+        s.store.release(&stale, None, &s.pin).unwrap(),
+        Released::NotOurs
+    );
+    // Passes queued for another job are not this one's to wake.
+    s.store.enqueue(&req("elsewhere", "w", 1), None).unwrap();
+    assert_eq!(
+        s.store
+            .release(
+                &a,
+                Some((&record("j", Outcome::Ok), super::Keep::last(10))),
+                &s.pin
+            )
+            .unwrap(),
+        Released::Freed { queued: false }
+    );
+    assert!(!s.store.release(&a, None, &s.pin).unwrap().freed());
     assert_eq!(renew(s, &Held::Lease(a)), Renewal::NotOurs);
     let b = take(s, "j", "b");
     assert_eq!(b.slot, 0);
@@ -365,7 +372,7 @@ fn tokens_only_grow(s: &mut Subject) {
         let k = take(s, "t", &format!("p{i}"));
         assert!(k.token > last, "{} after {last}", k.token);
         last = k.token;
-        assert!(s.store.release(&k, None, &s.pin).unwrap());
+        assert!(s.store.release(&k, None, &s.pin).unwrap().freed());
     }
     // A job forgotten and seen again still draws larger tokens.
     assert!(matches!(s.store.forget("t").unwrap(), Forget::Forgotten));
@@ -380,7 +387,7 @@ fn tokens_never_repeat_or_go_below_one(s: &mut Subject) {
     s.clock.advance_back(Duration::from_secs(60 * 31_557_600));
     let k = take(s, "n", "a");
     assert!(k.token >= 1, "{}", k.token);
-    assert!(s.store.release(&k, None, &s.pin).unwrap());
+    assert!(s.store.release(&k, None, &s.pin).unwrap().freed());
     s.clock.advance(Duration::from_secs(60 * 31_557_600));
     // A writer of the store sets the counter to its largest value.
     (s.forge)("UPDATE jobs SET next_token = 9223372036854775807 WHERE name = 'n'");
@@ -452,7 +459,7 @@ fn the_smallest_slot_count_binds(s: &mut Subject) {
     let Acquire::Acquired(b) = b else {
         unreachable!()
     };
-    assert!(s.store.release(&b, None, &s.pin).unwrap());
+    assert!(s.store.release(&b, None, &s.pin).unwrap().freed());
     // A newcomer asking for one slot while one is held: it binds.
     assert_eq!(
         s.store.acquire(&r("d", 1), &[]).unwrap().result,
@@ -487,7 +494,11 @@ fn the_queue_is_served_in_order(s: &mut Subject) {
             .result,
         Acquire::Behind(2)
     );
-    assert!(s.store.release(&held, None, &s.pin).unwrap());
+    // The release says passes wait, so their wake-up is sent.
+    assert_eq!(
+        s.store.release(&held, None, &s.pin).unwrap(),
+        Released::Freed { queued: true }
+    );
     // A pass that does not wait never jumps the queue.
     assert_eq!(
         s.store.acquire(&req("q", "late", 1), &[]).unwrap().result,
@@ -601,7 +612,7 @@ fn the_declared_engine_is_kept_with_the_pass(s: &mut Subject) {
     assert_eq!(waiters[0].containers.as_deref(), Some("podman"));
     let leases = s.store.leases(&["e".into()]).unwrap();
     assert_eq!(leases[0].containers, None);
-    assert!(s.store.release(&held, None, &s.pin).unwrap());
+    assert!(s.store.release(&held, None, &s.pin).unwrap().freed());
     let got = s.store.promote(id, &boxed, &[], &s.pin).unwrap().result;
     assert!(matches!(got, Acquire::Acquired(_)), "{got:?}");
     let leases = s.store.leases(&["e".into()]).unwrap();
@@ -1025,7 +1036,8 @@ fn every_pass_ends_in_one_history_row(s: &mut Subject) {
     assert!(!s
         .store
         .release(&k, Some((&ended, super::Keep::last(10))), &s.pin)
-        .unwrap());
+        .unwrap()
+        .freed());
     let h = s.store.history(&q).unwrap();
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(h[0].outcome, Outcome::Ok);
@@ -1175,6 +1187,6 @@ fn a_pass_is_not_recorded_in_another_database() {
     assert!(matches!(got, Err(StoreError::NotPinned(_))), "{got:?}");
     assert_eq!(s.store.waiters(&["d".into()]).unwrap().len(), 1);
     // In its own store the lease was still held, and is released.
-    assert!(s.store.release(&k, None, &s.pin).unwrap());
+    assert!(s.store.release(&k, None, &s.pin).unwrap().freed());
     assert!(s.store.depart(w, &s.pin).unwrap());
 }

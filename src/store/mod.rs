@@ -421,6 +421,24 @@ pub enum Forget {
     Paused(Vec<Pause>),
 }
 
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The slot is given back; `queued`: passes of the job were waiting
+    /// for one then (read under the job's lock, which every queueing
+    /// takes: a pass queued later finds the slot free itself).
+    Freed { queued: bool },
+    /// The row was no longer ours.
+    NotOurs,
+}
+
+#[cfg(test)]
+impl Released {
+    pub fn freed(self) -> bool {
+        matches!(self, Released::Freed { .. })
+    }
+}
+
 /// The result of queueing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enqueue {
@@ -438,15 +456,16 @@ pub trait Store: Send {
     /// a per-job counter that never goes back.
     fn acquire(&mut self, req: &AcquireRequest, evict: &[Eviction]) -> Result<Attempt>;
     /// Give the slot back, and record the pass (pruning its job's history
-    /// to `keep`) in the same transaction: false if the row was no longer
-    /// ours. The pass is recorded either way, but only into the store it
-    /// started with: `StoreError::NotPinned` when `pin` names another.
+    /// to `keep`) in the same transaction, and say whether passes of the
+    /// job wait in its queue (`Released`). The pass is recorded either way,
+    /// but only into the store it started with: `StoreError::NotPinned`
+    /// when `pin` names another.
     fn release(
         &mut self,
         key: &LeaseKey,
         pass: Option<(&PassRecord, Keep)>,
         pin: &StorePin,
-    ) -> Result<bool>;
+    ) -> Result<Released>;
     /// Remove a lease taken away by someone else (clear-locks, takeover),
     /// if its condition still holds, and record its pass as `abandoned` by
     /// `by` in the same transaction.

@@ -324,6 +324,9 @@ pub trait Backend: Send {
     fn allow_checkpoints(&mut self) {}
     /// See `Store::tidy`.
     fn tidy(&mut self) {}
+    /// Before a release's write: a long log copied back (SQLite), so that
+    /// the write starts it over (`sqlite::CHECKPOINT_PAGES`).
+    fn before_release(&mut self) {}
 }
 
 /// A store over one backend.

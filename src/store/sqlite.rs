@@ -38,23 +38,33 @@ use crate::policy::lease::Clock;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Checkpoint the WAL once it holds this many pages (a pass writes about
-/// ten), never from a pass's take. Connections do not checkpoint on close
+/// sixteen), never from a pass's take. Connections do not checkpoint on close
 /// either (a pass is a short-lived process, and each close would cost two
 /// fsyncs), so the first connection after all have closed rebuilds the
 /// WAL index by reading the whole WAL: keeping it short keeps that cheap.
 /// Two connections checkpoint: a renewer's, after its commits
 /// (`Store::allow_checkpoints`: passive, for stores many passes share),
-/// and a pass's release (`Store::tidy`: the WAL emptied, for the pass that
-/// runs alone, whose successor would otherwise read it all back). Neither
-/// copies the log back in its turn in the writers' line: a checkpoint syncs
-/// the WAL and the store to disk, and every writer behind would wait for
-/// it (a release empties a log it has just copied, in a turn had at once,
-/// copying there only what was written since: `copy_back`, `empty_log`).
+/// and a pass's release, for the pass that runs alone, whose successor
+/// would otherwise read it all back. The release copies a long log back
+/// just before its write (`Backend::before_release`), which then starts
+/// the log over from its beginning, overwriting it in place: SQLite does
+/// so for a write that finds the whole log copied and no reader in it.
+/// Where that could not happen (a reader, a writer in between), the pass
+/// empties the log once done (`Store::tidy`), cutting the file to nothing.
+/// Neither copies the log back in its turn in the writers' line: a
+/// checkpoint syncs the WAL and the store to disk, and every writer behind
+/// would wait for it (the pass empties a log it has just copied in a turn
+/// had at once, copying there only what was written since: `copy_back`,
+/// `empty_log`).
 pub const CHECKPOINT_PAGES: u32 = 128;
 
-/// A WAL emptied by a renewer's checkpoint is cut back to this size when
-/// the next write starts it over, so its size tells a release whether it
-/// grew long.
+/// More pages than a release writes (about thirteen; eighteen once its
+/// job's history is pruned): a log this close to `CHECKPOINT_PAGES` is copied back
+/// before the release's write, not emptied after it.
+const RELEASE_PAGES: u32 = 32;
+
+/// A WAL copied back whole is cut back to this size by the write that
+/// starts it over, so its size tells a pass whether it grew long.
 const WAL_KEPT_BYTES: u64 = 64 * 4120;
 
 /// How a write waits for another process's transaction: naps of a
@@ -461,8 +471,15 @@ impl SqliteBackend {
     /// and its 24-byte header; the page size is SQLite's default, which
     /// jobrun never changes.
     fn wal_long(&self) -> bool {
-        let long = 32 + u64::from(CHECKPOINT_PAGES) * (4096 + 24);
-        std::fs::metadata(&self.wal).is_ok_and(|m| m.len() >= long)
+        self.wal_holds(CHECKPOINT_PAGES)
+    }
+
+    /// The WAL holds `pages` pages or more. (Past `WAL_KEPT_BYTES` its
+    /// length is the log's: a log started over keeps that much of the
+    /// file and overwrites it first.)
+    fn wal_holds(&self, pages: u32) -> bool {
+        let len = 32 + u64::from(pages) * (4096 + 24);
+        std::fs::metadata(&self.wal).is_ok_and(|m| m.len() >= len)
     }
 
     /// Copy the write-ahead log back into the store by a passive
@@ -803,6 +820,15 @@ impl Backend for SqliteBackend {
         }
     }
 
+    fn before_release(&mut self) {
+        // Sooner than `tidy` would (by what a release writes, and some):
+        // a log the release itself makes long is emptied after it, by
+        // truncating the file, which the next passes then grow again.
+        if self.wal_holds(CHECKPOINT_PAGES - RELEASE_PAGES) {
+            self.copy_back();
+        }
+    }
+
     fn write<T>(&mut self, f: &mut dyn FnMut(&mut dyn Conn) -> Result<T>) -> Result<T> {
         self.run(TransactionBehavior::Immediate, f)
     }
@@ -1021,6 +1047,46 @@ mod tests {
         let (mut store, _other) = store_with_a_long_log(dir.path());
         store.backend.tidy();
         assert_eq!(wal_len(dir.path()), 0, "the log is emptied");
+    }
+
+    /// A pass's release finds the log long: it copies it back first, and
+    /// its own write then starts the log over, in place, so the next pass
+    /// alone reads back only that write's pages (the pass has nothing
+    /// left to empty).
+    #[test]
+    fn a_release_starts_a_long_log_over() {
+        use crate::store::{Acquire, Store, StorePin, StoreSpec};
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _other) = store_with_a_long_log(dir.path());
+        let spec = StoreSpec::Sqlite(dir.path().join("s.db"), 0o600);
+        let pin = StorePin::new(&spec, &mut store).unwrap();
+        let key = match store
+            .acquire(&super::super::contract::req("j", "p", 1), &[])
+            .unwrap()
+            .result
+        {
+            Acquire::Acquired(k) => k,
+            other => panic!("{other:?}"),
+        };
+        assert!(store.release(&key, None, &pin).unwrap().freed());
+        assert!(!store.backend.wal_long(), "the log is no longer long");
+        assert!(
+            wal_len(dir.path()) <= WAL_KEPT_BYTES,
+            "{}",
+            wal_len(dir.path())
+        );
+        let (busy, frames): (i64, i64) = store
+            .backend
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0);
+        assert!(
+            frames < 16,
+            "the log holds the release's pages alone: {frames}"
+        );
     }
 
     /// A reader that still needs part of the log leaves it long: the

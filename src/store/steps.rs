@@ -179,7 +179,7 @@ pub fn evict_in(
     let evidence = ev.evidence.as_deref();
     let mut pass = PassRecord::abandoned_holder(&row, ev.reason, evidence, by, clock.now_ms);
     pass.window = end_window(c, &pass, clock)?;
-    insert_pass(c, &pass, None, pass.ended_at_ms)?;
+    insert_pass(c, &pass, None, pass.ended_at_ms, true)?;
     Ok(true)
 }
 
@@ -317,13 +317,21 @@ pub fn evict_all(
 /// Record a pass ended at `ended` (store clock), and prune its job's history
 /// to the last `keep` passes when given. A pass already recorded as
 /// abandoned (by whoever freed it) is updated to how it really ended, never
-/// recorded twice: one history row per pass.
+/// recorded twice: one history row per pass. `freed_by_another`: whether
+/// someone else may have freed the pass's row (and recorded it so); a
+/// pass that gives back the lease row it still held was freed by no one.
 ///
 /// The job's counters count the pass in the same transaction, under the
 /// job's lock (`fold_counters`); a pass that was counted as abandoned and
 /// reaches its own end is counted again by how it ended (a counter never
 /// goes down).
-pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: i64) -> Result<()> {
+pub fn insert_pass(
+    c: &mut dyn Conn,
+    p: &PassRecord,
+    keep: Option<Keep>,
+    ended: i64,
+    freed_by_another: bool,
+) -> Result<()> {
     // Under the job's lock, rows are numbered and counted in turn: a row
     // another writer numbered earlier is never left behind the mark.
     let known = c.lock_job(&p.job)?.is_some();
@@ -366,13 +374,17 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: 
         evidence.into(),
         p.window.as_deref().into(),
     ];
-    let updated = c.exec(
-        "UPDATE history SET token = $3, slot = $4, host = $5, pid = $6, started_ms = $7, \
+    let updated = if !freed_by_another {
+        0
+    } else {
+        c.exec(
+            "UPDATE history SET token = $3, slot = $4, host = $5, pid = $6, started_ms = $7, \
          ended_ms = $8, duration_ms = $9, exit_code = $10, signal = $11, outcome = $12, \
          waited_ms = $13, window_key = COALESCE($14, window_key) \
          WHERE job = $1 AND pass_id = $2 AND outcome = 'abandoned'",
-        &[&values[..13], &values[16..]].concat(),
-    )?;
+            &[&values[..13], &values[16..]].concat(),
+        )?
+    };
     if updated == 0 {
         c.exec(
             &format!(
@@ -416,19 +428,24 @@ pub fn insert_pass(c: &mut dyn Conn, p: &PassRecord, keep: Option<Keep>, ended: 
 /// the pass just recorded always stays. Called after the job's rows were
 /// folded into its counters and figures, which pruning never lowers.
 fn prune(c: &mut dyn Conn, job: &str, keep: Keep, now: i64) -> Result<()> {
-    c.exec(
+    let mut pruned = c.exec(
         "DELETE FROM history WHERE job = $1 AND id <= \
              (SELECT id FROM history WHERE job = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
         &[job.into(), keep.passes.into()],
     )?;
     if let Some(age) = keep.age {
-        c.exec(
+        pruned += c.exec(
             "DELETE FROM history WHERE job = $1 AND ended_ms < $2 \
              AND id < (SELECT MAX(id) FROM history WHERE job = $1)",
             &[job.into(), now.saturating_sub(millis(age)).into()],
         )?;
     }
-    prune_output(c, Some(job))?;
+    // Output is kept only for passes in history (`prune_output`): none
+    // went unless a row did. (What a jobrun that predates kept output left
+    // behind goes with the next row pruned.)
+    if pruned > 0 {
+        prune_output(c, Some(job))?;
+    }
     Ok(())
 }
 

@@ -24,7 +24,7 @@ use super::steps::{
 };
 use super::{
     Acquire, AcquireRequest, Attempt, Claimed, Counter, Enqueue, Forget, Held, HistoryQuery,
-    JobRow, Keep, Result, Store, StorePin, Touch, ALL_JOBS,
+    JobRow, Keep, Released, Result, Store, StorePin, Touch, ALL_JOBS,
 };
 use crate::policy::coalesce::{self, Invocation};
 use crate::policy::containers::Engine;
@@ -91,8 +91,9 @@ impl<B: Backend> Store for SqlStore<B> {
         key: &LeaseKey,
         pass: Option<(&PassRecord, Keep)>,
         pin: &StorePin,
-    ) -> Result<bool> {
+    ) -> Result<Released> {
         pinned_file(pin)?;
+        self.backend.before_release();
         self.backend.write(&mut |c| {
             still_pinned(c, pin)?;
             // The job first, then its rows, as every transition takes them.
@@ -106,12 +107,19 @@ impl<B: Backend> Store for SqlStore<B> {
                 if p.window.is_some() {
                     end_window(c, p, &clock)?;
                 }
-                insert_pass(c, p, Some(keep), clock.now_ms)?;
+                insert_pass(c, p, Some(keep), clock.now_ms, n == 0)?;
             }
-            if n > 0 {
-                c.notify_waiters(&key.job)?;
+            if n == 0 {
+                return Ok(Released::NotOurs);
             }
-            Ok(n > 0)
+            c.notify_waiters(&key.job)?;
+            let queued = c.query(
+                "SELECT 1 AS queued FROM waiters WHERE job = $1 LIMIT 1",
+                &[key.job.as_str().into()],
+            )?;
+            Ok(Released::Freed {
+                queued: !queued.is_empty(),
+            })
         })
     }
 
@@ -146,7 +154,7 @@ impl<B: Backend> Store for SqlStore<B> {
             still_pinned(c, pin)?;
             let clock = c.clock()?;
             ensure_job(c, &p.job, &clock)?;
-            insert_pass(c, p, Some(keep), clock.now_ms)
+            insert_pass(c, p, Some(keep), clock.now_ms, true)
         })
     }
 
@@ -486,7 +494,7 @@ impl<B: Backend> Store for SqlStore<B> {
                 return Ok(false);
             }
             let pass = PassRecord::abandoned_waiter(&row, decision.reason(), by, clock.now_ms);
-            insert_pass(c, &pass, None, pass.ended_at_ms)?;
+            insert_pass(c, &pass, None, pass.ended_at_ms, true)?;
             Ok(true)
         })
     }

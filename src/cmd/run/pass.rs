@@ -22,7 +22,7 @@ use crate::policy::Liveness;
 use crate::renewer::{Log, Renewer, RenewerExit};
 use crate::report::{escape, human_ms, utc_ms};
 use crate::say;
-use crate::store::{Acquire, Held, StoreError, StoreLease};
+use crate::store::{Acquire, Held, Released, StoreError, StoreLease};
 use crate::supervise::{self, classify, SignalKind};
 
 impl Prepared {
@@ -326,8 +326,9 @@ impl Ctx {
             .store
             .with_retries(|store| store.release(key, Some((pass, keep)), &pin))
         {
-            Ok(true) => wake::wake_next(&mut self.store, &key.job),
-            Ok(false) => say!(
+            Ok(Released::Freed { queued: true }) => wake::wake_next(&mut self.store, &key.job),
+            Ok(Released::Freed { queued: false }) => {}
+            Ok(Released::NotOurs) => say!(
                 warning,
                 "{} slot {}: lock was no longer ours at release (token {})",
                 key.job,
