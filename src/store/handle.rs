@@ -101,6 +101,14 @@ impl StoreHandle {
     }
 
     /// Close the connection now; the next use opens a fresh one.
+    /// The process exits next: its connection is closed by the exit
+    /// (`Store::leave`).
+    pub fn leave(&mut self) {
+        if let Some(c) = self.conn.as_mut() {
+            c.leave();
+        }
+    }
+
     pub fn close(&mut self) {
         self.conn = None;
         self.parked = None;

@@ -568,6 +568,12 @@ pub trait Store: Send {
     /// write-ahead log if it has grown long, at most once per
     /// `sqlite::CHECKPOINT_PAGES` pages, skipped while the store is busy.
     fn tidy(&mut self) {}
+    /// The process exits once this connection is dropped: leave its
+    /// closing to the exit (SQLite). The kernel then releases its locks,
+    /// mappings and files as a close would (a connection never
+    /// checkpoints on close), without the close's freeing of every
+    /// statement and of the parsed schema, about 0.1 ms of every pass.
+    fn leave(&mut self) {}
 }
 
 /// The stamp in a PostgreSQL store's identity (`Store::identity`), which

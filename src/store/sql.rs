@@ -327,6 +327,8 @@ pub trait Backend: Send {
     /// Before a release's write: a long log copied back (SQLite), so that
     /// the write starts it over (`sqlite::CHECKPOINT_PAGES`).
     fn before_release(&mut self) {}
+    /// See `Store::leave`.
+    fn leave(&mut self) {}
 }
 
 /// A store over one backend.

@@ -15,6 +15,7 @@
 //! `application_id`) is refused before anything is written to it.
 
 use std::fs;
+use std::mem::ManuallyDrop;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -120,10 +121,11 @@ pub fn network_fs_name(magic: i64) -> Option<&'static str> {
 }
 
 pub struct SqliteBackend {
-    conn: Connection,
+    /// Closed when the backend is dropped, unless the process is about to
+    /// exit and left it (`Store::leave`).
+    conn: ManuallyDrop<Connection>,
+    left: bool,
     path: String,
-    /// This process's boot clock (`boot_clock`: this boot, seen from this
-    /// time namespace): rows stamped on it are aged on the boot clock.
     /// Its write-ahead log, whose size tells whether it grew long.
     wal: PathBuf,
     /// The writers' line every write transaction waits in (`writers`);
@@ -138,6 +140,16 @@ pub struct SqliteBackend {
     file_id: String,
     /// See `ClockOffset`: zero but in the in-process store tests.
     pub offset: ClockOffset,
+}
+
+impl Drop for SqliteBackend {
+    fn drop(&mut self) {
+        if !self.left {
+            // SAFETY: the connection is not used again: this is the
+            // backend's drop.
+            unsafe { ManuallyDrop::drop(&mut self.conn) };
+        }
+    }
 }
 
 pub type SqliteStore = SqlStore<SqliteBackend>;
@@ -236,7 +248,8 @@ impl SqliteStore {
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
         let mut backend = SqliteBackend {
-            conn,
+            conn: ManuallyDrop::new(conn),
+            left: false,
             path: shown,
             wal: PathBuf::from(wal),
             writers: None,
@@ -818,6 +831,10 @@ impl Backend for SqliteBackend {
         if self.copy_back() {
             self.empty_log();
         }
+    }
+
+    fn leave(&mut self) {
+        self.left = true;
     }
 
     fn before_release(&mut self) {

@@ -515,6 +515,10 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.tidy()
     }
 
+    fn leave(&mut self) {
+        self.backend.leave()
+    }
+
     fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal> {
         // A file store's pin is checked without a connection: a renewal
         // must never go to a new file at the pinned path.

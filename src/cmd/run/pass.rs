@@ -205,6 +205,7 @@ impl Ctx {
             say!(notice, "{}: {line}", self.label());
         }
         self.record_not_run(Outcome::Skipped)?;
+        self.store.leave();
         Ok(self.settings.conflict_exit_code)
     }
 
@@ -384,6 +385,7 @@ impl Ctx {
         if let Ok(store) = self.store.get() {
             store.tidy();
         }
+        self.store.leave();
     }
 
     /// The slot is given back: wait for the start hook, then run the end
