@@ -135,6 +135,9 @@ pub struct SqliteBackend {
     patience: Duration,
     /// Checkpoint after a write that leaves the WAL long (a renewer's).
     checkpoints: bool,
+    /// Whether the log was copied back before this pass's release, and
+    /// all of it (`before_release`).
+    copied_before_release: Option<bool>,
     boot_id: String,
     /// The store file's device and inode (`board_key`).
     file_id: String,
@@ -255,6 +258,7 @@ impl SqliteStore {
             writers: None,
             patience: busy,
             checkpoints: false,
+            copied_before_release: None,
             boot_id: crate::policy::lease::boot_clock(
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
@@ -828,7 +832,14 @@ impl Backend for SqliteBackend {
         if !self.wal_long() {
             return;
         }
-        if self.copy_back() {
+        // One copy per pass: where the release copied the log back before
+        // its write and others wrote since (stores many passes share),
+        // what they wrote is copied while the log is emptied.
+        let all_copied = match self.copied_before_release.take() {
+            Some(all) => all,
+            None => self.copy_back(),
+        };
+        if all_copied {
             self.empty_log();
         }
     }
@@ -842,7 +853,7 @@ impl Backend for SqliteBackend {
         // a log the release itself makes long is emptied after it, by
         // truncating the file, which the next passes then grow again.
         if self.wal_holds(CHECKPOINT_PAGES - RELEASE_PAGES) {
-            self.copy_back();
+            self.copied_before_release = Some(self.copy_back());
         }
     }
 
