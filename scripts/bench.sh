@@ -62,6 +62,13 @@ trap cleanup EXIT
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(pass phases rss big contention)
 
+# The commit the binaries were built from, as the tree stood then (the
+# page itself aside).
+exclude=()
+[ "$OUT" = - ] || exclude=(":(exclude)$OUT")
+built="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD -- . "${exclude[@]}" 2>/dev/null || built="$built (with local changes)"
+
 # The binary alone first, as `cargo build --release` (install, packages)
 # builds it: building the examples with it would unify the features of the
 # dev-dependencies into it, and change the symbols link/pass-symbols.txt
@@ -78,8 +85,8 @@ begin() { # TITLE
   {
     echo "## $1"
     echo
-    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') at commit" \
-      "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ":!$OUT" 2>/dev/null || echo ' (with local changes)'):" \
+    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with binaries built at commit" \
+      "$built:" \
       "$(nproc) CPU ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))," \
       "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r)," \
       "load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
