@@ -100,7 +100,6 @@ impl StoreHandle {
         Ok(self.conn.insert(conn).as_mut())
     }
 
-    /// Close the connection now; the next use opens a fresh one.
     /// The process exits next: its connection is closed by the exit
     /// (`Store::leave`).
     pub fn leave(&mut self) {
@@ -109,6 +108,7 @@ impl StoreHandle {
         }
     }
 
+    /// Close the connection now; the next use opens a fresh one.
     pub fn close(&mut self) {
         self.conn = None;
         self.parked = None;

@@ -977,26 +977,32 @@ fn map_err(path: &str, e: rusqlite::Error) -> StoreError {
 mod tests {
     use super::*;
 
-    /// A pass whose renewal is asked on the board while another
-    /// connection has the line's turn: that connection's transaction
-    /// writes it, stamped on the pass's clock as it asked, and the pass's
-    /// own turn then only reads the answer.
-    #[test]
-    fn a_renewal_asked_on_the_board_is_written_in_the_turn_before_its_own() {
-        use crate::store::{Acquire, Held, Store, StorePin, StoreSpec};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let mut pass = SqliteStore::open(&path, 0o600).unwrap();
-        let mut other = SqliteStore::open(&path, 0o600).unwrap();
-        let pin = StorePin::new(&StoreSpec::Sqlite(path.clone(), 0o600), &mut pass).unwrap();
-        let key = match pass
+    /// Pass "p" takes the slot of job "j".
+    fn take_j(store: &mut SqliteStore) -> crate::policy::lease::LeaseKey {
+        use crate::store::{Acquire, Store};
+        match store
             .acquire(&super::super::contract::req("j", "p", 1), &[])
             .unwrap()
             .result
         {
             Acquire::Acquired(k) => k,
             other => panic!("{other:?}"),
-        };
+        }
+    }
+
+    /// A pass whose renewal is asked on the board while another
+    /// connection has the line's turn: that connection's transaction
+    /// writes it, stamped on the pass's clock as it asked, and the pass's
+    /// own turn then only reads the answer.
+    #[test]
+    fn a_renewal_asked_on_the_board_is_written_in_the_turn_before_its_own() {
+        use crate::store::{Held, Store, StorePin, StoreSpec};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut pass = SqliteStore::open(&path, 0o600).unwrap();
+        let mut other = SqliteStore::open(&path, 0o600).unwrap();
+        let pin = StorePin::new(&StoreSpec::Sqlite(path.clone(), 0o600), &mut pass).unwrap();
+        let key = take_j(&mut pass);
         let renewed = || -> i64 {
             Connection::open(&path)
                 .unwrap()
@@ -1083,19 +1089,12 @@ mod tests {
     /// left to empty).
     #[test]
     fn a_release_starts_a_long_log_over() {
-        use crate::store::{Acquire, Store, StorePin, StoreSpec};
+        use crate::store::{Store, StorePin, StoreSpec};
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _other) = store_with_a_long_log(dir.path());
         let spec = StoreSpec::Sqlite(dir.path().join("s.db"), 0o600);
         let pin = StorePin::new(&spec, &mut store).unwrap();
-        let key = match store
-            .acquire(&super::super::contract::req("j", "p", 1), &[])
-            .unwrap()
-            .result
-        {
-            Acquire::Acquired(k) => k,
-            other => panic!("{other:?}"),
-        };
+        let key = take_j(&mut store);
         assert!(store.release(&key, None, &pin).unwrap().freed());
         assert!(!store.backend.wal_long(), "the log is no longer long");
         assert!(

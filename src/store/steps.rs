@@ -374,16 +374,16 @@ pub fn insert_pass(
         evidence.into(),
         p.window.as_deref().into(),
     ];
-    let updated = if !freed_by_another {
-        0
-    } else {
+    let updated = if freed_by_another {
         c.exec(
             "UPDATE history SET token = $3, slot = $4, host = $5, pid = $6, started_ms = $7, \
-         ended_ms = $8, duration_ms = $9, exit_code = $10, signal = $11, outcome = $12, \
-         waited_ms = $13, window_key = COALESCE($14, window_key) \
-         WHERE job = $1 AND pass_id = $2 AND outcome = 'abandoned'",
+             ended_ms = $8, duration_ms = $9, exit_code = $10, signal = $11, outcome = $12, \
+             waited_ms = $13, window_key = COALESCE($14, window_key) \
+             WHERE job = $1 AND pass_id = $2 AND outcome = 'abandoned'",
             &[&values[..13], &values[16..]].concat(),
         )?
+    } else {
+        0
     };
     if updated == 0 {
         c.exec(
