@@ -157,6 +157,15 @@ pub fn dup_onto(fd: c_int, target: c_int) {
     }
 }
 
+/// Whether the held process gives `sig`, whose disposition here is
+/// `handler`, its default before exec: it has a handler (the wrapper's
+/// code, which must not run there), or it is PIPE (the wrapper ignores it;
+/// a command expects it). What is ignored stays ignored, as exec would
+/// keep it.
+fn back_to_default(sig: c_int, handler: usize) -> bool {
+    sig == libc::SIGPIPE || (handler != libc::SIG_DFL && handler != libc::SIG_IGN)
+}
+
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub use kernel_signals::{default_handled_signals, unblock_all};
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -166,7 +175,7 @@ pub use libc_signals::{default_handled_signals, unblock_all};
 /// process shares memory.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod kernel_signals {
-    use super::{result, syscall4};
+    use super::{back_to_default, result, syscall4};
     use libc::c_int;
 
     /// The kernel's `struct sigaction` (x86_64 and aarch64 alike, and the
@@ -184,9 +193,7 @@ mod kernel_signals {
     const NSIG: c_int = 64;
     const SIGSET_BYTES: usize = 8;
 
-    /// Give every signal that has a handler here back its default, and PIPE
-    /// too (the wrapper ignores it; a command expects it). What is ignored
-    /// stays ignored, as exec would keep it.
+    /// Give every signal its default where `back_to_default` says so.
     pub fn default_handled_signals() {
         for sig in 1..=NSIG {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
@@ -203,9 +210,13 @@ mod kernel_signals {
                     SIGSET_BYTES,
                 )
             };
-            let handled =
-                result(r).is_ok() && old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN;
-            if handled || sig == libc::SIGPIPE {
+            // One that cannot be read counts as having no handler.
+            let handler = if result(r).is_ok() {
+                old.handler
+            } else {
+                libc::SIG_DFL
+            };
+            if back_to_default(sig, handler) {
                 let default = KernelSigaction::default();
                 // SAFETY: the default disposition installs no handler.
                 let _ = unsafe {
@@ -254,8 +265,7 @@ mod libc_signals {
             if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
                 continue;
             }
-            let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
-            if handled || sig == libc::SIGPIPE {
+            if super::back_to_default(sig, old.sa_sigaction) {
                 // SAFETY: the default disposition installs no handler.
                 unsafe { libc::signal(sig, libc::SIG_DFL) };
             }
