@@ -524,7 +524,7 @@ fn grown(file: &File) -> bool {
     if !locked {
         return false;
     }
-    let zeros = [0u8; 64 * 1024];
+    let zeros = &GROW_ZEROS;
     let grown = file.metadata().is_ok_and(|md| {
         let mut at = md.len();
         while at < LEN as u64 {
@@ -539,6 +539,11 @@ fn grown(file: &File) -> bool {
     lock(libc::F_OFD_SETLK, libc::F_UNLCK);
     grown
 }
+
+/// What `grown` writes, in zero-filled static memory: as a local array its
+/// 64 KiB were on the stack of every pass that maps a board, each page
+/// touched on the way in (eleven page faults), grown or not.
+static GROW_ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// Sleep while `word` holds `now`, at most `left` (or until woken).
 fn futex_wait(word: &AtomicU32, now: u32, left: std::time::Duration) {
