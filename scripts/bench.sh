@@ -202,7 +202,7 @@ mode_phases() {
       open) what="opening: pass id, holder lock, environment" ;;
       fork) what="starting the held command (shared memory; forked where it cannot be), its start time read" ;;
       take) what="the take transaction" ;;
-      gate) what="releasing the command to exec (no thread: the renewer's starts at its first tick)" ;;
+      gate) what="releasing the command to exec (no thread: the renewer's starts at its first tick); a long log copied back while it runs" ;;
       child) what="the command runs (exec of true), its exit noticed on SIGCHLD" ;;
       group) what="what is left of its process group; reaping" ;;
       release) what="the release transaction (with its history row)" ;;

@@ -108,6 +108,14 @@ impl StoreHandle {
         }
     }
 
+    /// The pass's command has started (`Store::during_command`); a
+    /// connection that is not open is not opened for it.
+    pub fn during_command(&mut self) {
+        if let Some(c) = self.conn.as_mut() {
+            c.during_command();
+        }
+    }
+
     /// Close the connection now; the next use opens a fresh one.
     pub fn close(&mut self) {
         self.conn = None;

@@ -568,6 +568,11 @@ pub trait Store: Send {
     /// write-ahead log if it has grown long, at most once per
     /// `sqlite::CHECKPOINT_PAGES` pages, skipped while the store is busy.
     fn tidy(&mut self) {}
+    /// The pass's command has started and its connection has nothing to do
+    /// until the command ends: what would otherwise hold up the release is
+    /// done now, while the pass only waits (SQLite: a long write-ahead log
+    /// is copied back, so that the release's write starts it over).
+    fn during_command(&mut self) {}
     /// The process exits once this connection is dropped: leave its
     /// closing to the exit (SQLite). The kernel then releases its locks,
     /// mappings and files as a close would (a connection never

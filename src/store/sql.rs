@@ -324,7 +324,8 @@ pub trait Backend: Send {
     fn allow_checkpoints(&mut self) {}
     /// See `Store::tidy`.
     fn tidy(&mut self) {}
-    /// Before a release's write: a long log copied back (SQLite), so that
+    /// Before a release's write, and earlier while the pass's command runs
+    /// (`Store::during_command`): a long log copied back (SQLite), so that
     /// the write starts it over (`sqlite::CHECKPOINT_PAGES`).
     fn before_release(&mut self) {}
     /// See `Store::leave`.

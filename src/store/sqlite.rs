@@ -45,11 +45,12 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// WAL index by reading the whole WAL: keeping it short keeps that cheap.
 /// Two connections checkpoint: a renewer's, after its commits
 /// (`Store::allow_checkpoints`: passive, for stores many passes share),
-/// and a pass's release, for the pass that runs alone, whose successor
-/// would otherwise read it all back. The release copies a long log back
-/// just before its write (`Backend::before_release`), which then starts
-/// the log over from its beginning, overwriting it in place: SQLite does
-/// so for a write that finds the whole log copied and no reader in it.
+/// and a pass's, for the pass that runs alone, whose successor would
+/// otherwise read it all back. The pass copies a long log back while its
+/// command runs (`Store::during_command`) and, what others wrote since,
+/// just before its release's write (`Backend::before_release`), which then
+/// starts the log over from its beginning, overwriting it in place: SQLite
+/// does so for a write that finds the whole log copied and no reader in it.
 /// Where that could not happen (a reader, a writer in between), the pass
 /// empties the log once done (`Store::tidy`), cutting the file to nothing.
 /// Neither copies the log back in its turn in the writers' line: a
@@ -315,10 +316,19 @@ struct Header {
     tables: String,
 }
 
+/// Read the header: a store in use by the one statement of `own_header`,
+/// any other file in full.
+fn header_of(conn: &Connection) -> rusqlite::Result<Header> {
+    match own_header(conn) {
+        Some(head) => Ok(head),
+        None => full_header(conn),
+    }
+}
+
 /// Read the header, the first part by one statement: read apart, a process
 /// migrating the fresh store in between made it look like someone else's
 /// database.
-fn header_of(conn: &Connection) -> rusqlite::Result<Header> {
+fn full_header(conn: &Connection) -> rusqlite::Result<Header> {
     let (legacy, app_id, has_tables, tables, has_meta) = conn.query_row(
         "SELECT (SELECT user_version FROM pragma_user_version), \
          (SELECT application_id FROM pragma_application_id), \
@@ -356,6 +366,44 @@ fn header_of(conn: &Connection) -> rusqlite::Result<Header> {
         app_id,
         has_tables,
         tables,
+    })
+}
+
+/// The header of a store marked as jobrun's, with its `jobrun_meta`, by one
+/// statement that reads only those (every open of a store in use: the full
+/// header's statements read the whole schema's list). `None` for any other
+/// file, or any error: the full header then tells, or reports it.
+fn own_header(conn: &Connection) -> Option<Header> {
+    let (legacy, app_id, schema, min) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+             (SELECT application_id FROM pragma_application_id), \
+             (SELECT value FROM jobrun_meta WHERE key = 'schema'), \
+             (SELECT value FROM jobrun_meta WHERE key = 'min_reader')",
+            [],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                ))
+            },
+        )
+        .ok()?;
+    if app_id != APPLICATION_ID {
+        return None;
+    }
+    let (version, min_reader) = schema::version_of(legacy, Some((schema, min)));
+    Some(Header {
+        legacy,
+        version,
+        min_reader,
+        app_id,
+        // `jobrun_meta` is one; their names are read only for a store
+        // not marked as jobrun's.
+        has_tables: true,
+        tables: String::new(),
     })
 }
 
@@ -852,6 +900,8 @@ impl Backend for SqliteBackend {
         // Sooner than `tidy` would (by what a release writes, and some):
         // a log the release itself makes long is emptied after it, by
         // truncating the file, which the next passes then grow again.
+        // Copied while the command ran (`Store::during_command`), only what
+        // others wrote since is left to copy here, if anything: no sync.
         if self.wal_holds(CHECKPOINT_PAGES - RELEASE_PAGES) {
             self.copied_before_release = Some(self.copy_back());
         }
@@ -1114,6 +1164,72 @@ mod tests {
             frames < 16,
             "the log holds the release's pages alone: {frames}"
         );
+    }
+
+    /// A long log is copied back while the pass's command runs: the store
+    /// file holds what the log held before the release, whose write then
+    /// starts the log over with nothing left to copy.
+    #[test]
+    fn a_long_log_is_copied_back_while_the_command_runs() {
+        use crate::store::{Store, StorePin, StoreSpec};
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _other) = store_with_a_long_log(dir.path());
+        let spec = StoreSpec::Sqlite(dir.path().join("s.db"), 0o600);
+        let pin = StorePin::new(&spec, &mut store).unwrap();
+        let key = take_j(&mut store);
+        let store_len = || fs::metadata(dir.path().join("s.db")).unwrap().len();
+        let before = store_len();
+        store.during_command();
+        assert!(
+            store_len() >= before + 1_000_000,
+            "copied back: {before} -> {}",
+            store_len()
+        );
+        assert!(store.release(&key, None, &pin).unwrap().freed());
+        assert!(wal_len(dir.path()) <= WAL_KEPT_BYTES);
+        let frames: i64 = store
+            .backend
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+            .unwrap();
+        assert!(
+            frames < 16,
+            "the log holds the release's pages alone: {frames}"
+        );
+    }
+
+    /// A store in use is read by one statement; it reads as the full
+    /// header does, whatever its `jobrun_meta` says, and any other file is
+    /// left to the full header.
+    #[test]
+    fn a_store_in_use_reads_its_header_as_in_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        drop(SqliteStore::open(&path, 0o600).expect("a new store"));
+        let c = Connection::open(&path).unwrap();
+        let same = |c: &Connection| {
+            let own = own_header(c).expect("a store in use");
+            let full = full_header(c).unwrap();
+            let fields = |h: &Header| (h.legacy, h.version, h.min_reader, h.app_id, h.has_tables);
+            assert_eq!(fields(&own), fields(&full));
+            own
+        };
+        let fresh = same(&c);
+        assert_eq!(fresh.version, schema::known());
+        c.execute_batch(
+            "UPDATE jobrun_meta SET value = 99 WHERE key = 'schema'; \
+             UPDATE jobrun_meta SET value = 98 WHERE key = 'min_reader';",
+        )
+        .unwrap();
+        let newer = same(&c);
+        assert_eq!((newer.version, newer.min_reader), (99, 98));
+        c.execute_batch("DELETE FROM jobrun_meta").unwrap();
+        same(&c);
+        c.execute_batch("PRAGMA application_id = 7").unwrap();
+        assert!(own_header(&c).is_none(), "not marked as jobrun's");
+        c.execute_batch("PRAGMA application_id = 0; DROP TABLE jobrun_meta")
+            .unwrap();
+        assert!(own_header(&c).is_none(), "no jobrun_meta");
     }
 
     /// A reader that still needs part of the log leaves it long: the

@@ -515,6 +515,10 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.tidy()
     }
 
+    fn during_command(&mut self) {
+        self.backend.before_release()
+    }
+
     fn leave(&mut self) {
         self.backend.leave()
     }

@@ -62,3 +62,41 @@ fn a_configured_mode_holds_past_the_umask() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(125));
 }
+
+/// A long write-ahead log is copied back into the store file while the
+/// pass's command runs, not once it has ended: the command sees the file
+/// take in what the log held (the copy's syncs no longer hold up the end
+/// of the pass).
+#[test]
+fn a_long_log_is_copied_back_while_the_command_runs() {
+    let env = TestEnv::sqlite();
+    let out = env.run(&["run", "j", "--", "true"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Another connection makes the log long, as other passes would, and
+    // stays open (its close would copy the log back itself).
+    let other = rusqlite::Connection::open(&env.db).unwrap();
+    other
+        .execute_batch(
+            "PRAGMA wal_autocheckpoint=0; CREATE TABLE filler(b); \
+             INSERT INTO filler VALUES (zeroblob(1000000));",
+        )
+        .unwrap();
+    let before = std::fs::metadata(&env.db).unwrap().len();
+    let child = script(
+        &env,
+        "child.sh",
+        &format!(
+            "i=0; while [ $i -lt 1000 ]; do \
+               if [ $(stat -c %s {db}) -ge {want} ]; then touch {copied}; exit 0; fi; \
+               sleep 0.02; i=$((i+1)); \
+             done; exit 3",
+            db = env.db,
+            want = before + 1_000_000,
+            copied = env.path("copied").display(),
+        ),
+    );
+    let out = env.run(&["run", "j", "--", &child]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(env.path("copied").exists());
+    drop(other);
+}

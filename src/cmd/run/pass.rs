@@ -436,7 +436,7 @@ impl Holding {
         // store once, and the kernel keeps one connection's file locks
         // for it, not two (every lock taken on the store's files walks
         // all of them: with thousands of passes, much of a renewal).
-        let renewer_store = ctx.store.lend();
+        let mut renewer_store = ctx.store.lend();
         // On record with the slot: let it exec, with its fencing token.
         // From here until it is reaped nothing may return early: the child
         // must never run unsupervised.
@@ -445,6 +445,9 @@ impl Holding {
         let mut child = held.release_numbered(key.token, key.slot, window_start.unwrap_or(0));
         ctx.child_started = Some(Instant::now());
         let start_hook = StartHook::spawn(&ctx.settings.hooks, &ctx.hook_vars(&key));
+        // Before its renewer may use the connection: the pass has nothing
+        // else to do until the command ends.
+        renewer_store.during_command();
         // Its thread starts when the first renewal is due: a command that
         // ends before never costs one.
         let mut renewer = ctx.renewer(Held::Lease(key.clone()), &label, taken, renewer_store);
