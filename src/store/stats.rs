@@ -45,15 +45,32 @@ fn stats_row(r: &Row) -> Stats {
     }
 }
 
-/// The job's figures as stored, and their mark (`None`: no row yet).
-fn stored(c: &mut dyn Conn, job: &str) -> Result<(Stats, Option<i64>)> {
+/// A job's figures as stored and their mark (`None`: no row yet), and its
+/// latest passes as kept (`None`: none yet, or not its own that read).
+struct Stored {
+    stats: Stats,
+    mark: Option<i64>,
+    kept: Option<Kept>,
+}
+
+/// Read both by one statement: a release reads them in turn.
+fn stored(c: &mut dyn Conn, job: &str) -> Result<Stored> {
     let found = c.query(
-        &format!("SELECT {STATS_COLS} FROM job_stats WHERE job = $1"),
+        "SELECT s.*, r.upto AS upto, r.seen AS seen \
+         FROM job_stats s LEFT JOIN job_recent r ON r.job = s.job WHERE s.job = $1",
         &[job.into()],
     )?;
     Ok(match found.first() {
-        Some(r) => (stats_row(r), Some(r.int("counted_id"))),
-        None => (Stats::default(), None),
+        Some(r) => Stored {
+            stats: stats_row(r),
+            mark: Some(r.int("counted_id")),
+            kept: r.opt_int("upto").and_then(|_| kept_of(r)),
+        },
+        None => Stored {
+            stats: Stats::default(),
+            mark: None,
+            kept: None,
+        },
     })
 }
 
@@ -64,9 +81,12 @@ fn stored(c: &mut dyn Conn, job: &str) -> Result<(Stats, Option<i64>)> {
 /// are not the job's own (`ours`) are made again from its history. Called
 /// under the job's lock.
 pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
-    let (stats, had) = stored(c, job)?;
+    let Stored {
+        stats,
+        mark: had,
+        kept,
+    } = stored(c, job)?;
     let mark = had.unwrap_or(0);
-    let kept = kept_seen(c, job)?;
     let from = kept.as_ref().map_or(mark, |k| k.upto);
     let rows = c.query(
         &format!("SELECT id, {PASS_COLS} FROM history WHERE job = $1 AND id > $2 ORDER BY id"),
@@ -134,12 +154,7 @@ fn kept_of(r: &Row) -> Option<Kept> {
 /// The job's latest passes as kept (`None`: no row yet, or not its own
 /// that read).
 fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<Kept>> {
-    let found = c.query(
-        "SELECT r.upto AS upto, r.seen AS seen, s.counted_id AS counted_id \
-         FROM job_recent r JOIN job_stats s ON s.job = r.job WHERE r.job = $1",
-        &[job.into()],
-    )?;
-    Ok(found.first().and_then(kept_of))
+    Ok(stored(c, job)?.kept)
 }
 
 fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()> {
@@ -247,7 +262,7 @@ pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<
 /// row up to its mark folded) to the job's figures. Called under the
 /// job's lock.
 pub fn add_stats(c: &mut dyn Conn, job: &str, delta: &Stats) -> Result<()> {
-    let (stats, mark) = stored(c, job)?;
+    let Stored { stats, mark, .. } = stored(c, job)?;
     save(c, job, stats, mark, delta, None)
 }
 

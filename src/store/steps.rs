@@ -535,17 +535,21 @@ pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<Wait
 /// history row, before its row is pruned; rows an earlier jobrun recorded
 /// without counting them are folded in by the next writer.
 pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
-    let rows = c.query("SELECT counted_id FROM jobs WHERE name = $1", &[job.into()])?;
-    let Some(mark) = rows.first().map(|r| r.opt_int("counted_id").unwrap_or(0)) else {
+    // The mark and the rows after it by one statement (a release folds
+    // twice): no row for a job not known, one without an outcome where
+    // none is new.
+    let found = c.query(
+        "SELECT j.counted_id AS mark, h.outcome AS outcome, count(h.id) AS n, \
+         max(h.id) AS top FROM jobs j LEFT JOIN history h \
+         ON h.job = j.name AND h.id > COALESCE(j.counted_id, 0) \
+         WHERE j.name = $1 GROUP BY j.counted_id, h.outcome",
+        &[job.into()],
+    )?;
+    let Some(mark) = found.first().map(|r| r.opt_int("mark").unwrap_or(0)) else {
         return Ok(());
     };
-    let found = c.query(
-        "SELECT outcome, count(*) AS n, max(id) AS top FROM history \
-         WHERE job = $1 AND id > $2 GROUP BY outcome",
-        &[job.into(), mark.into()],
-    )?;
     let mut top = mark;
-    for r in &found {
+    for r in found.iter().filter(|r| r.int("n") > 0) {
         count_passes(c, job, &r.text("outcome"), r.int("n"))?;
         top = top.max(r.int("top"));
     }
