@@ -1139,19 +1139,35 @@ mod tests {
     /// left to empty).
     #[test]
     fn a_release_starts_a_long_log_over() {
-        use crate::store::{Store, StorePin, StoreSpec};
+        use crate::store::Store;
+        let (dir, mut store, _other, pin, key) = taken_with_a_long_log();
+        assert!(store.release(&key, None, &pin).unwrap().freed());
+        assert_started_over(&store, dir.path());
+    }
+
+    /// Job j's slot taken on a store whose log is long
+    /// (`store_with_a_long_log`), with the store's pin.
+    fn taken_with_a_long_log() -> (
+        tempfile::TempDir,
+        SqliteStore,
+        Connection,
+        crate::store::StorePin,
+        crate::policy::lease::LeaseKey,
+    ) {
+        use crate::store::{StorePin, StoreSpec};
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _other) = store_with_a_long_log(dir.path());
+        let (mut store, other) = store_with_a_long_log(dir.path());
         let spec = StoreSpec::Sqlite(dir.path().join("s.db"), 0o600);
         let pin = StorePin::new(&spec, &mut store).unwrap();
         let key = take_j(&mut store);
-        assert!(store.release(&key, None, &pin).unwrap().freed());
+        (dir, store, other, pin, key)
+    }
+
+    /// The release's write started the log over: the file is cut back and
+    /// the log holds that write's pages alone.
+    fn assert_started_over(store: &SqliteStore, dir: &Path) {
         assert!(!store.backend.wal_long(), "the log is no longer long");
-        assert!(
-            wal_len(dir.path()) <= WAL_KEPT_BYTES,
-            "{}",
-            wal_len(dir.path())
-        );
+        assert!(wal_len(dir) <= WAL_KEPT_BYTES, "{}", wal_len(dir));
         let (busy, frames): (i64, i64) = store
             .backend
             .conn
@@ -1171,12 +1187,8 @@ mod tests {
     /// starts the log over with nothing left to copy.
     #[test]
     fn a_long_log_is_copied_back_while_the_command_runs() {
-        use crate::store::{Store, StorePin, StoreSpec};
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _other) = store_with_a_long_log(dir.path());
-        let spec = StoreSpec::Sqlite(dir.path().join("s.db"), 0o600);
-        let pin = StorePin::new(&spec, &mut store).unwrap();
-        let key = take_j(&mut store);
+        use crate::store::Store;
+        let (dir, mut store, _other, pin, key) = taken_with_a_long_log();
         let store_len = || fs::metadata(dir.path().join("s.db")).unwrap().len();
         let before = store_len();
         store.during_command();
@@ -1186,16 +1198,7 @@ mod tests {
             store_len()
         );
         assert!(store.release(&key, None, &pin).unwrap().freed());
-        assert!(wal_len(dir.path()) <= WAL_KEPT_BYTES);
-        let frames: i64 = store
-            .backend
-            .conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
-            .unwrap();
-        assert!(
-            frames < 16,
-            "the log holds the release's pages alone: {frames}"
-        );
+        assert_started_over(&store, dir.path());
     }
 
     /// A store in use is read by one statement; it reads as the full
