@@ -900,8 +900,9 @@ impl Backend for SqliteBackend {
         // Sooner than `tidy` would (by what a release writes, and some):
         // a log the release itself makes long is emptied after it, by
         // truncating the file, which the next passes then grow again.
-        // Copied while the command ran (`Store::during_command`), only what
-        // others wrote since is left to copy here, if anything: no sync.
+        // Copied while the command ran (`Store::during_command`): what
+        // others wrote since is all that is left to copy here, and where
+        // nothing is, nothing is synced.
         if self.wal_holds(CHECKPOINT_PAGES - RELEASE_PAGES) {
             self.copied_before_release = Some(self.copy_back());
         }
