@@ -324,10 +324,10 @@ pub trait Backend: Send {
     fn allow_checkpoints(&mut self) {}
     /// See `Store::tidy`.
     fn tidy(&mut self) {}
-    /// Before a release's write, and earlier while the pass's command runs
-    /// (`Store::during_command`): a long log copied back (SQLite), so that
-    /// the write starts it over (`sqlite::CHECKPOINT_PAGES`).
-    fn before_release(&mut self) {}
+    /// A long log copied back (SQLite): while the pass's command runs
+    /// (`Store::during_command`), and just before a release's write, so
+    /// that the write starts it over (`sqlite::CHECKPOINT_PAGES`).
+    fn copy_back_long(&mut self) {}
     /// See `Store::leave`.
     fn leave(&mut self) {}
 }

@@ -48,7 +48,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// and a pass's, for the pass that runs alone, whose successor would
 /// otherwise read it all back. The pass copies a long log back while its
 /// command runs (`Store::during_command`) and, what others wrote since,
-/// just before its release's write (`Backend::before_release`), which then
+/// just before its release's write (`Backend::copy_back_long`), which then
 /// starts the log over from its beginning, overwriting it in place: SQLite
 /// does so for a write that finds the whole log copied and no reader in it.
 /// Where that could not happen (a reader, a writer in between), the pass
@@ -136,9 +136,9 @@ pub struct SqliteBackend {
     patience: Duration,
     /// Checkpoint after a write that leaves the WAL long (a renewer's).
     checkpoints: bool,
-    /// Whether the log was copied back before this pass's release, and
-    /// all of it (`before_release`).
-    copied_before_release: Option<bool>,
+    /// Whether this pass's last copy of a long log (`copy_back_long`)
+    /// copied all of it.
+    copied_back: Option<bool>,
     boot_id: String,
     /// The store file's device and inode (`board_key`).
     file_id: String,
@@ -259,7 +259,7 @@ impl SqliteStore {
             writers: None,
             patience: busy,
             checkpoints: false,
-            copied_before_release: None,
+            copied_back: None,
             boot_id: crate::policy::lease::boot_clock(
                 &crate::process::Identity::boot_id(),
                 Some(&crate::process::Identity::time_ns()),
@@ -883,7 +883,7 @@ impl Backend for SqliteBackend {
         // One copy per pass: where the release copied the log back before
         // its write and others wrote since (stores many passes share),
         // what they wrote is copied while the log is emptied.
-        let all_copied = match self.copied_before_release.take() {
+        let all_copied = match self.copied_back.take() {
             Some(all) => all,
             None => self.copy_back(),
         };
@@ -896,7 +896,7 @@ impl Backend for SqliteBackend {
         self.left = true;
     }
 
-    fn before_release(&mut self) {
+    fn copy_back_long(&mut self) {
         // Sooner than `tidy` would (by what a release writes, and some):
         // a log the release itself makes long is emptied after it, by
         // truncating the file, which the next passes then grow again.
@@ -904,7 +904,7 @@ impl Backend for SqliteBackend {
         // others wrote since is all that is left to copy here, and where
         // nothing is, nothing is synced.
         if self.wal_holds(CHECKPOINT_PAGES - RELEASE_PAGES) {
-            self.copied_before_release = Some(self.copy_back());
+            self.copied_back = Some(self.copy_back());
         }
     }
 

@@ -93,7 +93,7 @@ impl<B: Backend> Store for SqlStore<B> {
         pin: &StorePin,
     ) -> Result<Released> {
         pinned_file(pin)?;
-        self.backend.before_release();
+        self.backend.copy_back_long();
         self.backend.write(&mut |c| {
             still_pinned(c, pin)?;
             // The job first, then its rows, as every transition takes them.
@@ -516,7 +516,7 @@ impl<B: Backend> Store for SqlStore<B> {
     }
 
     fn during_command(&mut self) {
-        self.backend.before_release()
+        self.backend.copy_back_long()
     }
 
     fn leave(&mut self) {
