@@ -5,7 +5,7 @@
 use super::rows::{pass_record, PASS_COLS};
 use super::sql::{millis, Backend, SqlStore, Value};
 use super::stats::read_seen;
-use super::steps::job_filter;
+use super::steps::{job_filter, UNCOUNTED};
 use super::{Counter, HistoryQuery, JobRow, Result};
 use crate::policy::lease::Clock;
 use crate::policy::outcome::{Outcome, PassRecord, Seen};
@@ -120,8 +120,7 @@ impl<B: Backend> SqlStore<B> {
                      FROM job_counters k JOIN jobs j ON j.name = k.job WHERE {filter} \
                      UNION ALL \
                      SELECT j.name AS job, h.outcome AS outcome, count(*) AS n \
-                     FROM jobs j JOIN history h \
-                     ON h.job = j.name AND h.id > COALESCE(j.counted_id, 0) \
+                     FROM jobs j JOIN history h ON {UNCOUNTED} \
                      WHERE {filter} GROUP BY j.name, h.outcome"
                 ),
                 &params,

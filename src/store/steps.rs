@@ -528,6 +528,11 @@ pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<Wait
     Ok(rows.iter().map(|r| waiter_row(r, clock)).collect())
 }
 
+/// Which history rows (`h`) of a job (its `jobs` row, `j`) its counters
+/// do not hold yet: those after its mark. Writers fold them in
+/// (`fold_counters`); readers add them to what the counters hold.
+pub const UNCOUNTED: &str = "h.job = j.name AND h.id > COALESCE(j.counted_id, 0)";
+
 /// Count the job's history rows recorded after its mark (`jobs.counted_id`)
 /// into its counters, and move the mark past them: the one place history
 /// becomes counters (`stats::fold_stats` is the one place it becomes
@@ -539,10 +544,11 @@ pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
     // twice): no row for a job not known, one without an outcome where
     // none is new.
     let found = c.query(
-        "SELECT j.counted_id AS mark, h.outcome AS outcome, count(h.id) AS n, \
-         max(h.id) AS top FROM jobs j LEFT JOIN history h \
-         ON h.job = j.name AND h.id > COALESCE(j.counted_id, 0) \
-         WHERE j.name = $1 GROUP BY j.counted_id, h.outcome",
+        &format!(
+            "SELECT j.counted_id AS mark, h.outcome AS outcome, count(h.id) AS n, \
+             max(h.id) AS top FROM jobs j LEFT JOIN history h ON {UNCOUNTED} \
+             WHERE j.name = $1 GROUP BY j.counted_id, h.outcome"
+        ),
         &[job.into()],
     )?;
     let Some(mark) = found.first().map(|r| r.opt_int("mark").unwrap_or(0)) else {
