@@ -18,19 +18,12 @@ use super::outcome::{Outcome, PassRecord};
 /// The ratio between the bounds of a bucket.
 pub const GROWTH: f64 = 1.02;
 
-/// `GROWTH^k` for every `k` up to the first past the longest duration, by
-/// multiplication: `ln` and `powf` would load libm into every pass.
-fn bounds() -> &'static [f64] {
-    static BOUNDS: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
-    BOUNDS.get_or_init(|| {
-        let mut v = vec![1.0];
-        let mut b = 1.0;
-        while b <= i64::MAX as f64 {
-            b *= GROWTH;
-            v.push(b);
-        }
-        v
-    })
+/// The bounds `GROWTH^k` in turn, `k` = 0, 1, ..., up to the first past
+/// the longest duration: each by one more multiplication, so every caller
+/// computes the same floats (`ln` and `powf` would load libm into every
+/// pass), and a pass computes only those up to its own duration.
+fn bounds() -> impl Iterator<Item = f64> {
+    std::iter::successors(Some(1.0), |&b| (b <= i64::MAX as f64).then_some(b * GROWTH))
 }
 
 /// The bucket of a duration (`ms ≤ 0`: bucket 0): `1 + ⌊log_GROWTH ms⌋`,
@@ -40,17 +33,16 @@ pub fn bucket_of(ms: i64) -> i64 {
         return 0;
     }
     let v = ms as f64;
-    bounds().partition_point(|&b| b <= v) as i64
+    bounds().take_while(|&b| b <= v).count() as i64
 }
 
 /// The duration a bucket stands for: the geometric middle of its bounds
-/// (`GROWTH^(b-1/2)`), to the millisecond.
+/// (`GROWTH^(b-1/2)`), to the millisecond; past the last bound, the last.
 pub fn value_of(bucket: i64) -> i64 {
     if bucket <= 0 {
         return 0;
     }
-    let bounds = bounds();
-    let low = bounds[(bucket as usize - 1).min(bounds.len() - 1)];
+    let low = bounds().take(bucket as usize).last().unwrap_or(1.0);
     (low * GROWTH.sqrt()).round() as i64
 }
 
@@ -189,6 +181,35 @@ mod tests {
         assert!(value_of(top) > 0 && value_of(top + 5) >= value_of(top));
         // A day fits in under a thousand buckets.
         assert!(bucket_of(86_400_000) < 1000);
+    }
+
+    #[test]
+    fn buckets_are_those_of_sketches_already_stored() {
+        // Stored sketches are numbered by the table earlier jobruns built
+        // once per process, each bound by one more multiplication: every
+        // duration keeps its bucket, and every bucket its value.
+        let mut table = vec![1.0];
+        let mut b: f64 = 1.0;
+        while b <= i64::MAX as f64 {
+            b *= GROWTH;
+            table.push(b);
+        }
+        let by_table = |ms: i64| table.partition_point(|&b| b <= ms as f64) as i64;
+        for &bound in &table[..table.len() - 1] {
+            let ms = bound as i64;
+            for m in [ms - 1, ms, ms.saturating_add(1)] {
+                assert_eq!(bucket_of(m), by_table(m), "{m}");
+            }
+        }
+        assert_eq!(bucket_of(i64::MAX), by_table(i64::MAX));
+        for bucket in 1..table.len() as i64 + 3 {
+            let low = table[(bucket as usize - 1).min(table.len() - 1)];
+            assert_eq!(
+                value_of(bucket),
+                (low * GROWTH.sqrt()).round() as i64,
+                "{bucket}"
+            );
+        }
     }
 
     fn ran(ms: i64) -> Part {
