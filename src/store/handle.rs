@@ -54,7 +54,14 @@ pub struct StoreHandle {
 
 impl StoreHandle {
     /// A handle on the store `conn` was opened from.
-    pub fn new(spec: StoreSpec, patience: Duration, conn: Option<Box<dyn Store>>) -> StoreHandle {
+    pub fn new(
+        spec: StoreSpec,
+        patience: Duration,
+        mut conn: Option<Box<dyn Store>>,
+    ) -> StoreHandle {
+        if let Some(c) = conn.as_mut() {
+            c.serve_one_pass();
+        }
         StoreHandle {
             spec,
             patience,
@@ -91,6 +98,7 @@ impl StoreHandle {
             Some(c) => c,
             None => {
                 let mut c = self.spec.reopen(self.patience)?;
+                c.serve_one_pass();
                 if self.checkpoints {
                     c.allow_checkpoints();
                 }

@@ -579,6 +579,12 @@ pub trait Store: Send {
     /// checkpoints on close), without the close's freeing of every
     /// statement and of the parsed schema, about 0.1 ms of every pass.
     fn leave(&mut self) {}
+    /// This connection serves one pass, its own or its renewer's
+    /// (`StoreHandle`): it keeps only a few statements compiled (SQLite).
+    /// A pass runs each statement once or twice in a row, so the memory
+    /// one statement gives back serves the next, where a command that reads
+    /// row by row keeps the default and compiles each statement once.
+    fn serve_one_pass(&mut self) {}
 }
 
 /// The stamp in a PostgreSQL store's identity (`Store::identity`), which

@@ -330,6 +330,8 @@ pub trait Backend: Send {
     fn copy_back_long(&mut self) {}
     /// See `Store::leave`.
     fn leave(&mut self) {}
+    /// See `Store::serve_one_pass`.
+    fn serve_one_pass(&mut self) {}
 }
 
 /// A store over one backend.

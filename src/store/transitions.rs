@@ -523,6 +523,10 @@ impl<B: Backend> Store for SqlStore<B> {
         self.backend.leave()
     }
 
+    fn serve_one_pass(&mut self) {
+        self.backend.serve_one_pass()
+    }
+
     fn renew_held(&mut self, held: &Held, lease: Duration, pin: &StorePin) -> Result<Renewal> {
         // A file store's pin is checked without a connection: a renewal
         // must never go to a new file at the pinned path.
