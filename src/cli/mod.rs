@@ -58,15 +58,12 @@ pub struct StoreArgs {
 
 /// `jobrun run ...`, the line every tick of every job runs, parsed with
 /// only `run`'s parser built under the same top level (`Cli` builds every
-/// subcommand's). What it accepts, prints and refuses is `Cli`'s: a test
-/// compares them.
+/// subcommand's). What it accepts and refuses is `Cli`'s: a test compares
+/// them. It prints nothing itself: help, version and every error are
+/// parsed again by `Cli`, which prints them, so the top level's texts
+/// (the exit-code summary among them) are not built for every pass.
 #[derive(Debug, Parser)]
-#[command(
-    name = "jobrun",
-    version = crate::VERSION,
-    about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
-    long_about = format!("{INTRO}\n\n{}", crate::exit::summary())
-)]
+#[command(name = "jobrun", version = crate::VERSION)]
 pub struct RunOnly {
     #[command(flatten)]
     pub store: StoreArgs,
