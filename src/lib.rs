@@ -49,10 +49,16 @@ pub fn main() -> i32 {
     code
 }
 
-/// The command line: `jobrun run ...` through `RunOnly`, which builds only
-/// `run`'s parser; anything else, and every error, as `Cli` has it.
+/// The command line: a plain `jobrun run NAME -- COMMAND...` read without
+/// clap (`cli::plain_run`); any other `jobrun run ...` through `RunOnly`,
+/// which builds only `run`'s parser; anything else, and every error, as
+/// `Cli` has it.
 fn parse() -> Result<Cli, clap::Error> {
-    if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(cli) = cli::plain_run(&args, |v| std::env::var_os(v)) {
+        return Ok(cli);
+    }
+    if args.first().is_some_and(|a| a == "run") {
         if let Ok(r) = cli::RunOnly::try_parse() {
             return Ok(r.into());
         }

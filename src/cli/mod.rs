@@ -1,11 +1,14 @@
-//! What the user can type: clap definitions only, no logic. Every flag an
+//! What the user can type: clap definitions, no logic but `plain`'s
+//! reading of the plain `run` line without them. Every flag an
 //! operator sets in a cron line also reads a `JOBRUN_*` variable.
 //! Durations and names stay strings here; `settings` validates them with
 //! messages that say why.
 
 use clap::{Args, Parser, Subcommand};
 
+mod plain;
 mod run;
+pub use plain::plain_run;
 pub use run::*;
 
 /// What jobrun is: `--help` and jobrun(1) open with it.
