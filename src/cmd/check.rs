@@ -12,7 +12,7 @@ use anyhow::Result;
 
 use crate::cli::CheckArgs;
 use crate::cmd::closest;
-use crate::cmd::watch::{gather, judge, lateness_words, Limits, VERDICTS};
+use crate::cmd::watch::{gather, judge_on, lateness_words, Limits, VERDICTS};
 use crate::model::{self, CheckReport, JobCheck};
 use crate::policy::watch::Severity;
 use crate::report::escape;
@@ -87,8 +87,9 @@ fn answer(choice: &StoreChoice, a: &CheckArgs) -> Result<i32> {
     let mut jobs: Vec<(JobCheck, i64, Option<i64>)> = watched
         .iter()
         .map(|w| {
-            let last = w.expectation(&limits).ok().map(|e| e.last_ms);
-            (judge(w, &limits), w.now_ms, last)
+            let expected = w.expectation(&limits);
+            let last = expected.as_ref().ok().map(|e| e.last_ms);
+            (judge_on(w, &limits, expected), w.now_ms, last)
         })
         .collect();
     jobs.sort_by(|a, b| b.0.status.cmp(&a.0.status).then(a.0.name.cmp(&b.0.name)));

@@ -124,10 +124,11 @@ fn exposition(
         "gauge",
         "What jobrun check says of the job with its defaults: 0 OK, 1 WARNING, 2 CRITICAL.",
     );
+    let none = Stats::default();
     for w in watched {
         let job = format!("job=\"{}\"", label_value(&w.job.name));
         // The job's figures count every pass recorded, pruned ones too.
-        let figures = stats.get(&w.job.name).cloned().unwrap_or_default();
+        let figures = stats.get(&w.job.name).unwrap_or(&none);
         let held_since = w.leases.iter().map(|(l, _)| l.acquired_at_ms).max();
         if let Some(at) = held_since.max(figures.last_start_ms) {
             start.add(job.clone(), seconds(at));
@@ -144,10 +145,11 @@ fn exposition(
         running.add(job.clone(), w.leases.len().to_string());
         queue.add(job.clone(), w.waiters.len().to_string());
         paused.add(job.clone(), u8::from(!w.pauses.is_empty()).to_string());
-        if let Ok(e) = w.expectation(&limits) {
-            interval.add(job.clone(), seconds(e.interval_ms));
+        let judged = judge(w, &limits);
+        if let Some(ms) = judged.lateness.interval_ms {
+            interval.add(job.clone(), seconds(ms));
         }
-        status.add(job, judge(w, &limits).status.code().to_string());
+        status.add(job, judged.status.code().to_string());
     }
     for k in counters {
         passes.add(

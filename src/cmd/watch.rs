@@ -162,25 +162,25 @@ pub fn gather(store: &mut dyn Store, spec: &StoreSpec, names: &[String]) -> Resu
 
 /// When the scheduler fired a recorded pass (`PassRecord::attempted_ms`),
 /// and where.
-fn attempt_of(p: &Seen) -> Attempt {
+fn attempt_of(p: &Seen) -> Attempt<'_> {
     Attempt {
         at_ms: p.attempted_ms,
-        host: p.host.clone(),
+        host: &p.host,
     }
 }
 
 impl Watched {
     /// Every attempt: recorded passes, skips included, and the passes that
     /// hold or wait now.
-    fn attempts(&self) -> Vec<Attempt> {
+    fn attempts(&self) -> Vec<Attempt<'_>> {
         let mut out: Vec<Attempt> = self.recent.iter().map(attempt_of).collect();
         out.extend(self.leases.iter().map(|(l, _)| Attempt {
             at_ms: l.acquired_at_ms,
-            host: l.holder.host.clone(),
+            host: &l.holder.host,
         }));
         out.extend(self.waiters.iter().map(|w| Attempt {
             at_ms: w.arrived_at_ms,
-            host: w.holder.host.clone(),
+            host: &w.holder.host,
         }));
         out
     }
@@ -317,9 +317,17 @@ fn ended_words(p: &Seen, now_ms: i64) -> String {
 
 /// Judge one job: its verdicts with their reasons, and its lateness basis.
 pub fn judge(w: &Watched, limits: &Limits) -> JobCheck {
+    judge_on(w, limits, w.expectation(limits))
+}
+
+/// `judge`, given the job's `Watched::expectation` under `limits`.
+pub fn judge_on(
+    w: &Watched,
+    limits: &Limits,
+    expected: std::result::Result<Expectation, NoBasis>,
+) -> JobCheck {
     let now = w.now_ms;
     let mut findings = Vec::new();
-    let expected = w.expectation(limits);
     if let Ok(e) = &expected {
         if let Some(late) = watch::lateness(e, now, limits.warn, limits.crit) {
             findings.push(finding(

@@ -88,9 +88,9 @@ pub const P95_FACTOR: i64 = 3;
 /// One attempt: when the scheduler fired the pass (its wrapper started),
 /// and on which host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attempt {
+pub struct Attempt<'a> {
     pub at_ms: i64,
-    pub host: String,
+    pub host: &'a str,
 }
 
 /// Attempts this close to the first of a tick are that tick, whatever the
@@ -104,10 +104,10 @@ pub const SAME_TICK_MS: i64 = 1_000;
 /// largest gap whose tenth at least one gap in `h` reaches, on `h` hosts
 /// (at most `h` attempts share a tick, so at least one gap in `h` is a gap
 /// between ticks). Ticks come back oldest first.
-pub fn ticks(attempts: &[Attempt]) -> Vec<i64> {
+pub fn ticks(attempts: &[Attempt<'_>]) -> Vec<i64> {
     let mut at: Vec<i64> = attempts.iter().map(|a| a.at_ms).collect();
     at.sort_unstable();
-    let mut hosts: Vec<&str> = attempts.iter().map(|a| a.host.as_str()).collect();
+    let mut hosts: Vec<&str> = attempts.iter().map(|a| a.host).collect();
     hosts.sort_unstable();
     hosts.dedup();
     let hosts = hosts.len().max(1);
@@ -367,7 +367,7 @@ mod tests {
         let by_hand: Vec<Attempt> = (0..5)
             .map(|i| Attempt {
                 at_ms: 1_000_000 + i * 200,
-                host: "h".into(),
+                host: "h",
             })
             .collect();
         assert_eq!(ticks(&by_hand), [1_000_000]);
@@ -377,11 +377,8 @@ mod tests {
     const HOUR: i64 = 60 * MIN;
     const DAY: i64 = 24 * HOUR;
 
-    fn on(host: &str, at_ms: i64) -> Attempt {
-        Attempt {
-            at_ms,
-            host: host.into(),
-        }
+    fn on(host: &str, at_ms: i64) -> Attempt<'_> {
+        Attempt { at_ms, host }
     }
 
     #[test]
