@@ -81,7 +81,7 @@ pub fn argv_json(argv: &[String]) -> String {
 }
 
 fn argv_of(r: &Row) -> Vec<String> {
-    serde_json::from_str(&r.text("argv")).unwrap_or_default()
+    serde_json::from_str(r.text_ref("argv")).unwrap_or_default()
 }
 
 /// A slot count as stored (a writer of the store may have stored anything).
@@ -162,7 +162,7 @@ pub fn pass_record(r: &Row) -> PassRecord {
         duration_ms: r.int("duration_ms"),
         exit_code: r.opt_int("exit_code").map(|x| x as i32),
         signal: r.opt_int("signal").map(|x| x as i32),
-        outcome: Outcome::parse(&r.text("outcome")).unwrap_or(Outcome::Failed),
+        outcome: Outcome::parse(r.text_ref("outcome")).unwrap_or(Outcome::Failed),
         waited_ms: r.opt_int("waited_ms"),
         freed: r.opt_text("freed_reason").map(|reason| Freed {
             reason,
@@ -193,7 +193,7 @@ pub fn window_row(r: &Row) -> WindowRow {
 /// without an owner.
 pub fn pause_row(r: &Row) -> Pause {
     Pause {
-        scope: PauseScope::from_key(&r.text("job")),
+        scope: PauseScope::from_key(r.text_ref("job")),
         owner: Some(r.text("owner")).filter(|o| !o.is_empty()),
         reason: r.opt_text("reason"),
         since_ms: r.int("since_ms"),

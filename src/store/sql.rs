@@ -119,6 +119,14 @@ impl Row {
         self.opt_text(col).unwrap_or_default()
     }
 
+    /// `text`, borrowed from the row.
+    pub fn text_ref(&self, col: &str) -> &str {
+        match self.get(col) {
+            Value::Text(s) => s,
+            _ => "",
+        }
+    }
+
     pub fn opt_text(&self, col: &str) -> Option<String> {
         match self.get(col) {
             Value::Text(s) => Some(s.clone()),

@@ -41,7 +41,7 @@ fn stats_row(r: &Row) -> Stats {
         last_start_ms: r.opt_int("last_start_ms"),
         last_success_ms: r.opt_int("last_success_ms"),
         last_failure_ms: r.opt_int("last_failure_ms"),
-        buckets: sketch_of(&r.text("durations")),
+        buckets: sketch_of(r.text_ref("durations")),
     }
 }
 
@@ -144,7 +144,7 @@ fn kept_of(r: &Row) -> Option<Kept> {
     if !ours(r.int("upto"), r.int("counted_id")) {
         return None;
     }
-    let seen = serde_json::from_str(&r.text("seen")).ok()?;
+    let seen = serde_json::from_str(r.text_ref("seen")).ok()?;
     Some(Kept {
         seen,
         upto: r.int("upto"),
