@@ -116,7 +116,7 @@ impl Row {
 
     /// A text column; empty for NULL.
     pub fn text(&self, col: &str) -> String {
-        self.opt_text(col).unwrap_or_default()
+        self.text_ref(col).to_owned()
     }
 
     /// `text`, borrowed from the row.

@@ -1114,7 +1114,7 @@ mod tests {
 
     /// A statement is compiled once: a value bound to it never makes
     /// SQLite compile it again at its first step (a pass's fold of its
-    /// counters was compiled twice in every release).
+    /// counters was compiled twice in nearly every release).
     #[test]
     fn a_bound_value_never_recompiles_a_statement() {
         use rusqlite::StatementStatus;
