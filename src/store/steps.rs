@@ -556,7 +556,7 @@ pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
     };
     let mut top = mark;
     for r in found.iter().filter(|r| r.int("n") > 0) {
-        count_passes(c, job, &r.text("outcome"), r.int("n"))?;
+        count_passes(c, job, r.text_ref("outcome"), r.int("n"))?;
         top = top.max(r.int("top"));
     }
     if top > mark {

@@ -467,7 +467,7 @@ impl<B: Backend> Store for SqlStore<B> {
             // The job first, then its rows, as every transition takes them.
             let job = c.query("SELECT job FROM waiters WHERE id = $1", &[id.into()])?;
             if let Some(job) = job.first() {
-                c.lock_job(&job.text("job"))?;
+                c.lock_job(job.text_ref("job"))?;
             }
             let rows = c.query(
                 &format!("SELECT {WAITER_COLS} FROM waiters WHERE id = $1"),
