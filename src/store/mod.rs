@@ -36,6 +36,7 @@ pub mod postgres;
 mod queries;
 mod rows;
 mod schema;
+mod seen_text;
 mod sql;
 pub mod sqlite;
 mod stats;

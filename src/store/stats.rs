@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::rows::{pass_record, PASS_COLS};
+use super::seen_text;
 use super::sql::{Conn, Row};
 use super::steps::job_filter;
 use super::Result;
@@ -144,7 +145,7 @@ fn kept_of(r: &Row) -> Option<Kept> {
     if !ours(r.int("upto"), r.int("counted_id")) {
         return None;
     }
-    let seen = serde_json::from_str(r.text_ref("seen")).ok()?;
+    let seen = seen_text::read(r.text_ref("seen"))?;
     Some(Kept {
         seen,
         upto: r.int("upto"),
@@ -161,13 +162,7 @@ fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()>
     c.exec(
         "INSERT INTO job_recent (job, upto, seen) VALUES ($1, $2, $3) \
          ON CONFLICT (job) DO UPDATE SET upto = excluded.upto, seen = excluded.seen",
-        &[
-            job.into(),
-            upto.into(),
-            serde_json::to_string(seen)
-                .unwrap_or_else(|_| "[]".into())
-                .into(),
-        ],
+        &[job.into(), upto.into(), seen_text::write(seen).into()],
     )?;
     Ok(())
 }

@@ -1,0 +1,295 @@
+//! A job's latest passes as `job_recent` stores them: serde_json's text of
+//! `Seen`'s tuples, `[[id,attempted_ms,"host","outcome",held,duration_ms,
+//! ended_at_ms,exit_code,signal],...]`. `check` and `metrics` read one of
+//! them per job (a thousand jobs: six megabytes of it) and every release
+//! reads its job's, so they are read here without serde's generic
+//! machinery, which spent a third of a `metrics` run on them.
+//!
+//! The invariant: `read` gives what serde_json gives for every text. The
+//! quick reader takes only the text serde_json writes (no whitespace, no
+//! escape in a string, integers that fit their field) and hands anything
+//! else, a row someone else wrote included, to serde_json itself.
+
+use crate::policy::outcome::{Outcome, Seen};
+
+/// The passes the text holds, or `None` if it does not read as
+/// `Vec<Seen>`.
+pub fn read(text: &str) -> Option<Vec<Seen>> {
+    Quick::new(text)
+        .list()
+        .or_else(|| serde_json::from_str(text).ok())
+}
+
+/// The text of `seen`, as `read` takes it back.
+pub fn write(seen: &[Seen]) -> String {
+    serde_json::to_string(seen).unwrap_or_else(|_| "[]".into())
+}
+
+/// A cursor over the text; every step gives `None` on anything but the
+/// exact shape serde_json writes.
+struct Quick<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Quick<'a> {
+    fn new(text: &'a str) -> Quick<'a> {
+        Quick { text, at: 0 }
+    }
+
+    fn list(mut self) -> Option<Vec<Seen>> {
+        let mut out = Vec::new();
+        self.byte(b'[')?;
+        if self.peek() == Some(b']') {
+            self.at += 1;
+        } else {
+            loop {
+                out.push(self.seen()?);
+                match self.next()? {
+                    b',' => continue,
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        (self.at == self.text.len()).then_some(out)
+    }
+
+    fn seen(&mut self) -> Option<Seen> {
+        self.byte(b'[')?;
+        let id = self.int()?;
+        self.byte(b',')?;
+        let attempted_ms = self.int()?;
+        self.byte(b',')?;
+        let host = self.string()?.to_owned();
+        self.byte(b',')?;
+        let outcome = self.string()?;
+        let outcome = *Outcome::ALL.iter().find(|o| o.as_str() == outcome)?;
+        self.byte(b',')?;
+        let held = self.bool()?;
+        self.byte(b',')?;
+        let duration_ms = self.int()?;
+        self.byte(b',')?;
+        let ended_at_ms = self.int()?;
+        self.byte(b',')?;
+        let exit_code = self.opt_i32()?;
+        self.byte(b',')?;
+        let signal = self.opt_i32()?;
+        self.byte(b']')?;
+        Some(Seen {
+            id,
+            attempted_ms,
+            host,
+            outcome,
+            held,
+            duration_ms,
+            ended_at_ms,
+            exit_code,
+            signal,
+        })
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn byte(&mut self, want: u8) -> Option<()> {
+        (self.next()? == want).then_some(())
+    }
+
+    fn word(&mut self, word: &str) -> bool {
+        let found = self.text.as_bytes()[self.at..].starts_with(word.as_bytes());
+        if found {
+            self.at += word.len();
+        }
+        found
+    }
+
+    /// `-?(0|[1-9][0-9]*)` within i64, and not `-0` (serde_json reads it
+    /// as a float). A fraction or an exponent after it fails at the byte
+    /// the caller expects next.
+    fn int(&mut self) -> Option<i64> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.at += 1;
+        }
+        let start = self.at;
+        let mut value: i64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            let d = i64::from(d - b'0');
+            value = value
+                .checked_mul(10)?
+                .checked_add(if negative { -d } else { d })?;
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        let leading_zero = digits > 1 && self.text.as_bytes()[start] == b'0';
+        let negative_zero = negative && value == 0;
+        (digits > 0 && !leading_zero && !negative_zero).then_some(value)
+    }
+
+    fn opt_i32(&mut self) -> Option<Option<i32>> {
+        if self.word("null") {
+            return Some(None);
+        }
+        i32::try_from(self.int()?).ok().map(Some)
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        if self.word("true") {
+            Some(true)
+        } else if self.word("false") {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// A string without escapes or control characters: the text between
+    /// its quotes as it stands.
+    fn string(&mut self) -> Option<&'a str> {
+        self.byte(b'"')?;
+        let start = self.at;
+        let rest = &self.text.as_bytes()[start..];
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        self.at = start + len + 1;
+        Some(&self.text[start..start + len])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serde(text: &str) -> Option<Vec<Seen>> {
+        serde_json::from_str(text).ok()
+    }
+
+    /// A small deterministic generator (xorshift), so that a failure
+    /// replays.
+    struct Draw(u64);
+
+    impl Draw {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+            from[(self.next() % from.len() as u64) as usize]
+        }
+    }
+
+    const INTS: [i64; 9] = [0, 1, -1, 9, 10, 1_796_217_209_338, i64::MAX, i64::MIN, -42];
+    const SMALL: [Option<i32>; 6] = [
+        None,
+        Some(0),
+        Some(1),
+        Some(-1),
+        Some(i32::MAX),
+        Some(i32::MIN),
+    ];
+    const HOSTS: [&str; 7] = [
+        "vm",
+        "",
+        "db-1.example",
+        "quote\"d",
+        "back\\slash",
+        "tab\there",
+        "hôte-é",
+    ];
+
+    fn list(d: &mut Draw) -> Vec<Seen> {
+        (0..d.next() % 5)
+            .map(|_| Seen {
+                id: d.pick(&INTS),
+                attempted_ms: d.pick(&INTS),
+                host: d.pick(&HOSTS).to_string(),
+                outcome: d.pick(&Outcome::ALL),
+                held: d.pick(&[true, false]),
+                duration_ms: d.pick(&INTS),
+                ended_at_ms: d.pick(&INTS),
+                exit_code: d.pick(&SMALL),
+                signal: d.pick(&SMALL),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn what_jobrun_writes_reads_back_without_serde() {
+        let mut d = Draw(0x9e37_79b9_7f4a_7c15);
+        let mut quick = 0;
+        for _ in 0..500 {
+            let seen = list(&mut d);
+            let text = write(&seen);
+            assert_eq!(read(&text), Some(seen.clone()), "{text}");
+            let plain = seen.iter().all(|s| !s.host.contains(['"', '\\', '\t']));
+            if plain {
+                assert_eq!(Quick::new(&text).list(), Some(seen), "{text}");
+                quick += 1;
+            }
+        }
+        assert!(quick > 100, "only {quick} lists took the quick way");
+    }
+
+    #[test]
+    fn every_text_reads_as_serde_json_reads_it() {
+        let mut d = Draw(0x2545_f491_4f6c_dd1d);
+        let swaps = [
+            b' ', b'"', b'\\', b',', b'[', b']', b'0', b'1', b'9', b'-', b'.', b'e', b'n', b't',
+            b'f', b'x', b'\n',
+        ];
+        let mut checked = 0;
+        for _ in 0..300 {
+            let text = write(&list(&mut d));
+            let bytes = text.as_bytes();
+            assert_eq!(read(&format!("{text} ")), serde(&text), "{text}");
+            for at in 0..bytes.len() {
+                let mut variants = vec![];
+                if text.is_char_boundary(at) {
+                    variants.push(text[..at].to_string());
+                }
+                if bytes[at].is_ascii() {
+                    let mut changed = bytes.to_vec();
+                    changed[at] = d.pick(&swaps);
+                    variants.push(String::from_utf8(changed).unwrap());
+                    let mut dropped = bytes.to_vec();
+                    dropped.remove(at);
+                    variants.push(String::from_utf8(dropped).unwrap());
+                }
+                for v in variants {
+                    assert_eq!(read(&v), serde(&v), "{v}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+        for v in [
+            "[]",
+            "[ ]",
+            "",
+            "[[1,2,\"h\",\"timed-out\",true,3,4,null,null]]",
+            "[[1,2,\"h\",\"ok\",true,3,4,2147483648,null]]",
+            "[[1,2,\"h\",\"ok\",true,3,4,-0,null]]",
+            "[[01,2,\"h\",\"ok\",true,3,4,0,null]]",
+            "[[1,2,\"h\",\"ok\",true,3,4,1.0,null]]",
+            "[[1,2,\"h\",\"ok\",true,3,9223372036854775808,1,null]]",
+            "[[1,2,\"h\",\"ok\",true,3,4,1,null,5]]",
+        ] {
+            assert_eq!(read(v), serde(v), "{v}");
+        }
+    }
+}
