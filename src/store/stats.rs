@@ -111,12 +111,20 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
     if top > mark {
         save(c, job, stats, had, &delta, Some(top))?;
     }
-    let kept = match kept {
+    // The rows after the mark go after every kept pass: added to the
+    // text as it stands, unless it cannot be (`seen_text::append`).
+    if let Some(text) = kept
+        .as_ref()
+        .and_then(|k| seen_text::append(&k.text, &seen))
+    {
+        return put_text(c, job, text, top);
+    }
+    let kept = match kept.and_then(|k| k.seen()) {
         Some(mut k) => {
             for s in seen {
-                Seen::keep(&mut k.seen, s);
+                Seen::keep(&mut k, s);
             }
-            k.seen
+            k
         }
         None => latest_seen(c, job, RECENT)?,
     };
@@ -126,8 +134,15 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
 /// A job's latest passes as kept, oldest first, and the last history row
 /// folded into them.
 struct Kept {
-    seen: Vec<Seen>,
+    text: String,
     upto: i64,
+}
+
+impl Kept {
+    /// The passes the text holds (`None`: it does not read).
+    fn seen(&self) -> Option<Vec<Seen>> {
+        seen_text::read(&self.text)
+    }
 }
 
 /// Whether latest passes kept up to `upto` are the job's own, its figures
@@ -140,29 +155,30 @@ fn ours(upto: i64, counted: i64) -> bool {
 }
 
 /// Kept latest passes as read beside the job's figures: `None` unless they
-/// read and are the job's own (`ours`).
+/// are the job's own (`ours`); whether they read is seen when they are
+/// (`Kept::seen`).
 fn kept_of(r: &Row) -> Option<Kept> {
-    if !ours(r.int("upto"), r.int("counted_id")) {
-        return None;
-    }
-    let seen = seen_text::read(r.text_ref("seen"))?;
-    Some(Kept {
-        seen,
+    ours(r.int("upto"), r.int("counted_id")).then(|| Kept {
+        text: r.text("seen"),
         upto: r.int("upto"),
     })
 }
 
-/// The job's latest passes as kept (`None`: no row yet, or not its own
-/// that read).
-fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<Kept>> {
-    Ok(stored(c, job)?.kept)
+/// The job's latest passes as kept, and their mark (`None`: no row yet,
+/// or not its own that read).
+fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<(Vec<Seen>, i64)>> {
+    Ok(stored(c, job)?.kept.and_then(|k| Some((k.seen()?, k.upto))))
 }
 
 fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()> {
+    put_text(c, job, seen_text::write(seen), upto)
+}
+
+fn put_text(c: &mut dyn Conn, job: &str, text: String, upto: i64) -> Result<()> {
     c.exec(
         "INSERT INTO job_recent (job, upto, seen) VALUES ($1, $2, $3) \
          ON CONFLICT (job) DO UPDATE SET upto = excluded.upto, seen = excluded.seen",
-        &[job.into(), upto.into(), seen_text::write(seen).into()],
+        &[job.into(), upto.into(), text.into()],
     )?;
     Ok(())
 }
@@ -173,11 +189,11 @@ fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()>
 /// the job's lock.
 pub fn keep_seen(c: &mut dyn Conn, job: &str, seen: Vec<Seen>) -> Result<()> {
     match kept_seen(c, job)? {
-        Some(mut kept) => {
+        Some((mut kept, upto)) => {
             for s in seen {
-                Seen::keep(&mut kept.seen, s);
+                Seen::keep(&mut kept, s);
             }
-            put_seen(c, job, &kept.seen, kept.upto)
+            put_seen(c, job, &kept, upto)
         }
         None => {
             let seen = latest_seen(c, job, RECENT)?;
@@ -216,8 +232,8 @@ pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<
         ),
         &params,
     )? {
-        if let Some(k) = kept_of(&r) {
-            kept.insert(r.text("job"), k.seen);
+        if let Some(seen) = kept_of(&r).and_then(|k| k.seen()) {
+            kept.insert(r.text("job"), seen);
         }
     }
     let cols: Vec<String> = PASS_COLS
