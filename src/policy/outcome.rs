@@ -1,6 +1,8 @@
 //! How a pass ended: the outcomes history records, and what each means for
 //! the summaries and the status line.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::lease::{FreeReason, LeaseRow, WaiterRow};
@@ -305,7 +307,10 @@ pub struct Seen {
     pub id: i64,
     /// `PassRecord::attempted_ms`.
     pub attempted_ms: i64,
-    pub host: String,
+    /// Shared by a list's entries from the same host: a read of every
+    /// job's latest passes allocates one per run of a host, not one per
+    /// pass.
+    pub host: Arc<str>,
     pub outcome: Outcome,
     /// It held a slot (its record has a token).
     pub held: bool,
@@ -338,7 +343,7 @@ impl From<SeenTuple> for Seen {
         Seen {
             id,
             attempted_ms,
-            host,
+            host: host.into(),
             outcome,
             held,
             duration_ms,
@@ -354,7 +359,7 @@ impl From<Seen> for SeenTuple {
         (
             s.id,
             s.attempted_ms,
-            s.host,
+            s.host.to_string(),
             s.outcome,
             s.held,
             s.duration_ms,
@@ -428,7 +433,7 @@ impl PassRecord {
         Seen {
             id,
             attempted_ms: self.attempted_ms(),
-            host: self.host.clone(),
+            host: self.host.as_str().into(),
             outcome: self.outcome,
             held: self.token.is_some(),
             duration_ms: self.duration_ms,

@@ -1,14 +1,19 @@
-//! A job's latest passes as `job_recent` stores them: serde_json's text of
-//! `Seen`'s tuples, `[[id,attempted_ms,"host","outcome",held,duration_ms,
-//! ended_at_ms,exit_code,signal],...]`. `check` and `metrics` read one of
-//! them per job (a thousand jobs: six megabytes of it) and every release
-//! reads its job's, so they are read here without serde's generic
-//! machinery, which spent a third of a `metrics` run on them.
+//! The two JSON texts `check` and `metrics` parse once per job, read
+//! without serde's generic machinery (which spent a third of a `metrics`
+//! run on them):
+//! - a job's latest passes as `job_recent` stores them, serde_json's text
+//!   of `Seen`'s tuples, `[[id,attempted_ms,"host","outcome",held,
+//!   duration_ms,ended_at_ms,exit_code,signal],...]` (`read`; a thousand
+//!   jobs hold six megabytes of it, and every release reads its job's);
+//! - a job's duration sketch as `job_stats` stores it,
+//!   `[[bucket,passes],...]` (`pairs`).
 //!
-//! The invariant: `read` gives what serde_json gives for every text. The
+//! The invariant: each reads what serde_json reads, for every text. The
 //! quick reader takes only the text serde_json writes (no whitespace, no
 //! escape in a string, integers that fit their field) and hands anything
 //! else, a row someone else wrote included, to serde_json itself.
+
+use std::sync::Arc;
 
 use crate::policy::outcome::{Outcome, Seen, RECENT};
 
@@ -17,6 +22,15 @@ use crate::policy::outcome::{Outcome, Seen, RECENT};
 pub fn read(text: &str) -> Option<Vec<Seen>> {
     Quick::new(text)
         .list()
+        .or_else(|| serde_json::from_str(text).ok())
+}
+
+/// A duration sketch as `job_stats` stores it, `[[bucket,passes],...]`,
+/// or `None` if it does not read as `Vec<[i64; 2]>`; read the same way,
+/// with the same invariant (`check` and `metrics` read one per job).
+pub fn pairs(text: &str) -> Option<Vec<[i64; 2]>> {
+    Quick::new(text)
+        .pairs()
         .or_else(|| serde_json::from_str(text).ok())
 }
 
@@ -39,11 +53,11 @@ struct Entry<'a> {
 }
 
 impl Entry<'_> {
-    fn owned(self) -> Seen {
+    fn owned(self, host: Arc<str>) -> Seen {
         Seen {
             id: self.id,
             attempted_ms: self.attempted_ms,
-            host: self.host.to_owned(),
+            host,
             outcome: self.outcome,
             held: self.held,
             duration_ms: self.duration_ms,
@@ -105,21 +119,43 @@ impl<'a> Quick<'a> {
     }
 
     fn list(self) -> Option<Vec<Seen>> {
+        let mut out = Vec::with_capacity(RECENT);
+        let mut host: Arc<str> = Arc::from("");
+        self.entries(|_, e| {
+            if *host != *e.host {
+                host = e.host.into();
+            }
+            out.push(e.owned(host.clone()));
+        })?;
+        Some(out)
+    }
+
+    fn pairs(self) -> Option<Vec<[i64; 2]>> {
         let mut out = Vec::new();
-        self.entries(|_, e| out.push(e.owned()))?;
+        self.items(Self::pair, |_, p| out.push(p))?;
         Some(out)
     }
 
     /// Walk the whole text, handing each entry and where it starts to
     /// `each`; `None` unless all of it takes the quick way.
-    fn entries(mut self, mut each: impl FnMut(usize, Entry<'a>)) -> Option<()> {
+    fn entries(self, each: impl FnMut(usize, Entry<'a>)) -> Option<()> {
+        self.items(Self::entry, each)
+    }
+
+    /// Walk the whole text as a list of what `item` reads, handing each
+    /// and where it starts to `each`.
+    fn items<T>(
+        mut self,
+        item: impl Fn(&mut Self) -> Option<T>,
+        mut each: impl FnMut(usize, T),
+    ) -> Option<()> {
         self.byte(b'[')?;
         if self.peek() == Some(b']') {
             self.at += 1;
         } else {
             loop {
                 let start = self.at;
-                each(start, self.entry()?);
+                each(start, item(&mut self)?);
                 match self.next()? {
                     b',' => continue,
                     b']' => break,
@@ -139,7 +175,10 @@ impl<'a> Quick<'a> {
         let host = self.string()?;
         self.byte(b',')?;
         let outcome = self.string()?;
-        let outcome = *Outcome::ALL.iter().find(|o| o.as_str() == outcome)?;
+        // Its own names only (an earlier jobrun's is serde_json's to read),
+        // matched on constants: no call to `memcmp` per entry.
+        let outcome =
+            Outcome::parse(outcome).filter(|_| outcome != Outcome::WAIT_EXPIRED_BEFORE)?;
         self.byte(b',')?;
         let held = self.bool()?;
         self.byte(b',')?;
@@ -164,6 +203,15 @@ impl<'a> Quick<'a> {
         })
     }
 
+    fn pair(&mut self) -> Option<[i64; 2]> {
+        self.byte(b'[')?;
+        let bucket = self.int()?;
+        self.byte(b',')?;
+        let passes = self.int()?;
+        self.byte(b']')?;
+        Some([bucket, passes])
+    }
+
     fn peek(&self) -> Option<u8> {
         self.text.as_bytes().get(self.at).copied()
     }
@@ -178,48 +226,63 @@ impl<'a> Quick<'a> {
         (self.next()? == want).then_some(())
     }
 
-    fn word(&mut self, word: &str) -> bool {
-        let found = self.text.as_bytes()[self.at..].starts_with(word.as_bytes());
+    /// The fixed word `word` next (compared as one array, without a call
+    /// to `memcmp`).
+    fn word<const N: usize>(&mut self, word: &[u8; N]) -> bool {
+        let next = self.text.as_bytes().get(self.at..self.at + N);
+        let found = next.and_then(|s| <&[u8; N]>::try_from(s).ok()) == Some(word);
         if found {
-            self.at += word.len();
+            self.at += N;
         }
         found
     }
 
     /// `-?(0|[1-9][0-9]*)` within i64, and not `-0` (serde_json reads it
     /// as a float). A fraction or an exponent after it fails at the byte
-    /// the caller expects next.
+    /// the caller expects next. One walk of the digits, added up as u64
+    /// (19 digits cannot overflow it; more cannot fit an i64): this was
+    /// the costliest step of a `metrics` run.
     fn int(&mut self) -> Option<i64> {
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.at += 1;
+        let bytes = self.text.as_bytes();
+        let negative = bytes.get(self.at) == Some(&b'-');
+        let start = self.at + usize::from(negative);
+        let mut at = start;
+        let mut magnitude: u64 = 0;
+        while let Some(&b) = bytes.get(at) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            magnitude = magnitude.wrapping_mul(10).wrapping_add(u64::from(d));
+            at += 1;
         }
-        let start = self.at;
-        let mut value: i64 = 0;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            let d = i64::from(d - b'0');
-            value = value
-                .checked_mul(10)?
-                .checked_add(if negative { -d } else { d })?;
-            self.at += 1;
+        let digits = at - start;
+        if digits == 0 || digits > 19 || (digits > 1 && bytes[start] == b'0') {
+            return None;
         }
-        let digits = self.at - start;
-        let leading_zero = digits > 1 && self.text.as_bytes()[start] == b'0';
-        let negative_zero = negative && value == 0;
-        (digits > 0 && !leading_zero && !negative_zero).then_some(value)
+        let value = if negative {
+            if magnitude == 0 || magnitude > i64::MIN.unsigned_abs() {
+                return None;
+            }
+            (magnitude as i64).wrapping_neg()
+        } else {
+            i64::try_from(magnitude).ok()?
+        };
+        self.at = at;
+        Some(value)
     }
 
     fn opt_i32(&mut self) -> Option<Option<i32>> {
-        if self.word("null") {
+        if self.word(b"null") {
             return Some(None);
         }
         i32::try_from(self.int()?).ok().map(Some)
     }
 
     fn bool(&mut self) -> Option<bool> {
-        if self.word("true") {
+        if self.word(b"true") {
             Some(true)
-        } else if self.word("false") {
+        } else if self.word(b"false") {
             Some(false)
         } else {
             None
@@ -268,7 +331,21 @@ mod tests {
         }
     }
 
-    const INTS: [i64; 9] = [0, 1, -1, 9, 10, 1_796_217_209_338, i64::MAX, i64::MIN, -42];
+    const INTS: [i64; 13] = [
+        0,
+        1,
+        -1,
+        9,
+        10,
+        1_796_217_209_338,
+        999_999_999_999_999_999,
+        -999_999_999_999_999_999,
+        1_000_000_000_000_000_000,
+        i64::MAX,
+        i64::MIN,
+        i64::MIN + 1,
+        -42,
+    ];
     const SMALL: [Option<i32>; 6] = [
         None,
         Some(0),
@@ -291,7 +368,7 @@ mod tests {
         Seen {
             id,
             attempted_ms: d.pick(&INTS),
-            host: d.pick(&HOSTS).to_string(),
+            host: d.pick(&HOSTS).into(),
             outcome: d.pick(&Outcome::ALL),
             held: d.pick(&[true, false]),
             duration_ms: d.pick(&INTS),
@@ -386,35 +463,41 @@ mod tests {
         assert!(quick > 100, "only {quick} lists took the quick way");
     }
 
-    #[test]
-    fn every_text_reads_as_serde_json_reads_it() {
-        let mut d = Draw(0x2545_f491_4f6c_dd1d);
+    /// `text` cut short at every byte, and with each byte changed to one
+    /// of `swaps` and dropped: the texts a reader must hand to serde_json.
+    fn altered(d: &mut Draw, text: &str) -> Vec<String> {
         let swaps = [
             b' ', b'"', b'\\', b',', b'[', b']', b'0', b'1', b'9', b'-', b'.', b'e', b'n', b't',
             b'f', b'x', b'\n',
         ];
+        let bytes = text.as_bytes();
+        let mut variants = vec![format!("{text} ")];
+        for at in 0..bytes.len() {
+            if text.is_char_boundary(at) {
+                variants.push(text[..at].to_string());
+            }
+            if bytes[at].is_ascii() {
+                let mut changed = bytes.to_vec();
+                changed[at] = d.pick(&swaps);
+                variants.push(String::from_utf8(changed).unwrap());
+                let mut dropped = bytes.to_vec();
+                dropped.remove(at);
+                variants.push(String::from_utf8(dropped).unwrap());
+            }
+        }
+        variants
+    }
+
+    #[test]
+    fn every_text_reads_as_serde_json_reads_it() {
+        let mut d = Draw(0x2545_f491_4f6c_dd1d);
         let mut checked = 0;
         for _ in 0..300 {
             let text = write(&list(&mut d));
-            let bytes = text.as_bytes();
-            assert_eq!(read(&format!("{text} ")), serde(&text), "{text}");
-            for at in 0..bytes.len() {
-                let mut variants = vec![];
-                if text.is_char_boundary(at) {
-                    variants.push(text[..at].to_string());
-                }
-                if bytes[at].is_ascii() {
-                    let mut changed = bytes.to_vec();
-                    changed[at] = d.pick(&swaps);
-                    variants.push(String::from_utf8(changed).unwrap());
-                    let mut dropped = bytes.to_vec();
-                    dropped.remove(at);
-                    variants.push(String::from_utf8(dropped).unwrap());
-                }
-                for v in variants {
-                    assert_eq!(read(&v), serde(&v), "{v}");
-                    checked += 1;
-                }
+            assert_eq!(read(&text), serde(&text), "{text}");
+            for v in altered(&mut d, &text) {
+                assert_eq!(read(&v), serde(&v), "{v}");
+                checked += 1;
             }
         }
         assert!(checked > 10_000, "{checked}");
@@ -428,9 +511,40 @@ mod tests {
             "[[01,2,\"h\",\"ok\",true,3,4,0,null]]",
             "[[1,2,\"h\",\"ok\",true,3,4,1.0,null]]",
             "[[1,2,\"h\",\"ok\",true,3,9223372036854775808,1,null]]",
+            "[[1,2,\"h\",\"ok\",true,3,-9223372036854775809,1,null]]",
             "[[1,2,\"h\",\"ok\",true,3,4,1,null,5]]",
         ] {
             assert_eq!(read(v), serde(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn every_sketch_reads_as_serde_json_reads_it() {
+        let serde = |t: &str| serde_json::from_str::<Vec<[i64; 2]>>(t).ok();
+        let mut d = Draw(0x9e37_79b9_7f4a_7c15);
+        let mut checked = 0;
+        for _ in 0..300 {
+            let sketch: Vec<[i64; 2]> = (0..d.next() % 6)
+                .map(|_| [d.pick(&INTS), d.pick(&INTS)])
+                .collect();
+            let text = serde_json::to_string(&sketch).unwrap();
+            assert_eq!(pairs(&text), Some(sketch), "{text}");
+            for v in altered(&mut d, &text) {
+                assert_eq!(pairs(&v), serde(&v), "{v}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 5_000, "{checked}");
+        for v in [
+            "[]",
+            "[[1,2]]",
+            "[[1,2,3]]",
+            "[[1]]",
+            "[1,2]",
+            "[[-0,1]]",
+            "[[1,2],]",
+        ] {
+            assert_eq!(pairs(v), serde(v), "{v}");
         }
     }
 }

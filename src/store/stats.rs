@@ -28,7 +28,7 @@ fn sketch_text(buckets: &BTreeMap<i64, i64>) -> String {
 }
 
 fn sketch_of(text: &str) -> BTreeMap<i64, i64> {
-    serde_json::from_str::<Vec<[i64; 2]>>(text)
+    seen_text::pairs(text)
         .map(|pairs| pairs.into_iter().map(|[b, n]| (b, n)).collect())
         .unwrap_or_default()
 }
