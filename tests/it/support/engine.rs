@@ -3,7 +3,9 @@
 //! `CONTAINERS_STORAGE_CONF` in its temp dir), and no image: containers
 //! run a busybox-static tree the test builds (`--rootfs`). Every container
 //! a test starts lives in that storage, and all of them are removed when
-//! the `Podman` is dropped, even when the test fails.
+//! the `Podman` is dropped, even when the test fails; the drop then waits
+//! for the engine's own processes of that storage to end, so that none
+//! writes into the test's directory once it is removed.
 //!
 //! This kernel's hybrid cgroups need runc (crun refuses them), cgroupfs
 //! and small ulimits; the configuration carries those, so the command a
@@ -224,6 +226,20 @@ impl Podman {
             .collect()
     }
 
+    /// Whether a process still names this engine's root in its command
+    /// line (conmon, `podman container cleanup`).
+    fn lingering(&self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let root = self.root.as_os_str().as_bytes();
+        let Ok(procs) = fs::read_dir("/proc") else {
+            return false;
+        };
+        procs.flatten().any(|p| {
+            fs::read(p.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(root.len()).any(|w| w == root))
+        })
+    }
+
     /// Wait until no container labelled `label` runs.
     pub fn gone(&self, label: &str) -> bool {
         wait_until(Duration::from_secs(30), || self.running(label).is_empty())
@@ -235,5 +251,15 @@ impl Drop for Podman {
         let _ = self
             .podman(["rm", "--all", "--force", "--time", "0"])
             .output();
+        // A container's monitor (conmon) and the cleanup it runs once the
+        // container ends write under the root on their own time, after
+        // `rm` returns: the test's directory, removed meanwhile, would be
+        // made again and left behind. Wait for them, signalling nothing.
+        if !wait_until(Duration::from_secs(30), || !self.lingering()) {
+            eprintln!(
+                "podman processes still use {} after 30 s",
+                self.root.display()
+            );
+        }
     }
 }
