@@ -65,7 +65,13 @@ fn stored(c: &mut dyn Conn, job: &str) -> Result<Stored> {
         Some(r) => Stored {
             stats: stats_row(r),
             mark: Some(r.int("counted_id")),
-            kept: r.opt_int("upto").and_then(|_| kept_of(r)),
+            kept: r
+                .opt_int("upto")
+                .and_then(|_| kept_of(r))
+                .map(|(text, upto)| Kept {
+                    text: text.to_owned(),
+                    upto,
+                }),
         },
         None => Stored {
             stats: Stats::default(),
@@ -154,14 +160,12 @@ fn ours(upto: i64, counted: i64) -> bool {
     upto <= counted
 }
 
-/// Kept latest passes as read beside the job's figures: `None` unless they
-/// are the job's own (`ours`); whether they read is seen when they are
-/// (`Kept::seen`).
-fn kept_of(r: &Row) -> Option<Kept> {
-    ours(r.int("upto"), r.int("counted_id")).then(|| Kept {
-        text: r.text("seen"),
-        upto: r.int("upto"),
-    })
+/// Kept latest passes as read beside the job's figures, their text as the
+/// row holds it and their mark: `None` unless they are the job's own
+/// (`ours`); whether they read is seen when they are (`seen_text::read`).
+fn kept_of(r: &Row) -> Option<(&str, i64)> {
+    let upto = r.int("upto");
+    ours(upto, r.int("counted_id")).then(|| (r.text_ref("seen"), upto))
 }
 
 /// The job's latest passes as kept, and their mark (`None`: no row yet,
@@ -232,7 +236,7 @@ pub fn read_seen(c: &mut dyn Conn, jobs: &[String], n: usize) -> Result<Vec<Vec<
         ),
         &params,
     )? {
-        if let Some(seen) = kept_of(&r).and_then(|k| k.seen()) {
+        if let Some(seen) = kept_of(&r).and_then(|(text, _)| seen_text::read(text)) {
             kept.insert(r.text("job"), seen);
         }
     }
