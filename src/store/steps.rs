@@ -3,6 +3,8 @@
 //! read its pauses and slot accounting, evict with a compare-and-set on the
 //! row as read, draw a token and take a slot, record a pass.
 
+use std::collections::BTreeMap;
+
 use super::rows::{
     argv_json, holder_values, lease_row, pause_row, waiter_row, window_row, LEASE_COLS, PASS_COLS,
     PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
@@ -335,7 +337,10 @@ pub fn insert_pass(
     // Under the job's lock, rows are numbered and counted in turn: a row
     // another writer numbered earlier is never left behind the mark.
     let known = c.lock_job(&p.job)?.is_some();
-    if known {
+    // A row about to be updated in place is counted first as it stands
+    // (abandoned), then again by how it ended; a row inserted is counted
+    // with the rows before it, after it is written.
+    if known && freed_by_another {
         fold_counters(c, &p.job)?;
     }
     // The figures fold every row after their mark once the row is written;
@@ -540,24 +545,30 @@ pub const UNCOUNTED: &str = "h.job = j.name AND h.id > COALESCE(j.counted_id, 0)
 /// history row, before its row is pruned; rows an earlier jobrun recorded
 /// without counting them are folded in by the next writer.
 pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
-    // The mark and the rows after it by one statement (a release folds
-    // twice): no row for a job not known, one without an outcome where
-    // none is new.
+    // The mark and the rows after it by one statement: no row for a job
+    // not known, one without an id where none is new. Counted here by
+    // outcome, not by the statement: a GROUP BY took a sort to compile
+    // into every pass, for the one row a pass adds.
     let found = c.query(
         &format!(
-            "SELECT j.counted_id AS mark, h.outcome AS outcome, count(h.id) AS n, \
-             max(h.id) AS top FROM jobs j LEFT JOIN history h ON {UNCOUNTED} \
-             WHERE j.name = $1 GROUP BY j.counted_id, h.outcome"
+            "SELECT j.counted_id AS mark, h.id AS id, h.outcome AS outcome \
+             FROM jobs j LEFT JOIN history h ON {UNCOUNTED} WHERE j.name = $1"
         ),
         &[job.into()],
     )?;
     let Some(mark) = found.first().map(|r| r.opt_int("mark").unwrap_or(0)) else {
         return Ok(());
     };
+    let mut by_outcome: BTreeMap<&str, i64> = BTreeMap::new();
     let mut top = mark;
-    for r in found.iter().filter(|r| r.int("n") > 0) {
-        count_passes(c, job, r.text_ref("outcome"), r.int("n"))?;
-        top = top.max(r.int("top"));
+    for r in &found {
+        if let Some(id) = r.opt_int("id") {
+            *by_outcome.entry(r.text_ref("outcome")).or_default() += 1;
+            top = top.max(id);
+        }
+    }
+    for (outcome, n) in by_outcome {
+        count_passes(c, job, outcome, n)?;
     }
     if top > mark {
         c.exec(
