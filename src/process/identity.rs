@@ -49,7 +49,7 @@ impl Identity {
                     .ok()
                     .filter(|b| !b.is_empty())
                     .unwrap_or_else(|| {
-                        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                        super::read_small("/proc/sys/kernel/random/boot_id")
                             .map(|s| s.trim().to_string())
                             .unwrap_or_default()
                     })

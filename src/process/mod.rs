@@ -59,9 +59,29 @@ pub fn parse_stat(stat: &str) -> Option<Stat> {
     })
 }
 
+/// A small `/proc` file as text: one read of a 1 KiB buffer, and one more
+/// to see its end. `fs::read_to_string` asks for the size first (0 for
+/// every `/proc` file) and then reads in growing steps, and the kernel
+/// writes a process's whole stat line again for each step: six reads and
+/// a stat where two reads do.
+pub fn read_small(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut buf = [0u8; 1024];
+    let mut out = Vec::new();
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// `/proc/PID/stat` of `pid`, parsed; `None` when it cannot be read.
 pub fn stat(pid: i32) -> Option<Stat> {
-    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&read_small(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// The start time of `pid` in clock ticks since boot, or `None` when no
@@ -117,7 +137,7 @@ pub enum State {
 
 /// Read the state of recorded process `p`: its pid with its start time.
 pub fn read(p: Proc) -> State {
-    match fs::read_to_string(format!("/proc/{}/stat", p.pid)) {
+    match read_small(format!("/proc/{}/stat", p.pid)) {
         Ok(text) => match parse_stat(&text) {
             Some(s) if s.start != p.start => State::Reused,
             Some(s) if s.exited() => State::Exited,
@@ -219,7 +239,7 @@ fn children_of(pid: &str) -> Option<Vec<i32>> {
     let mut out = vec![];
     let mut listed = false;
     for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        let Ok(text) = fs::read_to_string(task.path().join("children")) else {
+        let Ok(text) = read_small(task.path().join("children")) else {
             continue;
         };
         listed = true;
@@ -440,6 +460,26 @@ mod tests {
         let (seen, live) = walked.expect("this kernel lists children");
         assert!(seen.contains(&(shell.id() as i32)), "{seen:?}");
         assert_eq!(live, [job]);
+    }
+
+    #[test]
+    fn a_proc_file_is_read_whole_past_the_buffer() {
+        // Longer than one read's buffer: this process's maps (the binary,
+        // its libraries, the heap, the stack: dozens of lines).
+        let whole = fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(whole.len() > 1024, "{} bytes", whole.len());
+        let read = read_small("/proc/self/maps").unwrap();
+        // The two reads may see a mapping come or go between them; the
+        // first line (the binary) and the last (vsyscall or the stack)
+        // stay.
+        assert_eq!(read.lines().next(), whole.lines().next());
+        assert_eq!(read.lines().last(), whole.lines().last());
+        assert!(read.len() > 1024);
+        let stat = read_small(format!("/proc/{}/stat", std::process::id())).unwrap();
+        assert_eq!(
+            parse_stat(&stat).unwrap().start,
+            start_time(std::process::id() as i32).unwrap()
+        );
     }
 
     #[test]
