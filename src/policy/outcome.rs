@@ -159,6 +159,13 @@ impl Outcome {
         }
     }
 
+    /// The name a pass ended `name` is counted under: this jobrun's name
+    /// for an outcome it reads (an earlier jobrun's `timed-out` counts as
+    /// `wait-expired`), any other name as it stands.
+    pub fn counted_name(name: &str) -> &str {
+        Outcome::parse(name).map_or(name, |o| o.as_str())
+    }
+
     pub fn parse(s: &str) -> Option<Outcome> {
         Some(match s {
             "ok" => Outcome::Ok,

@@ -127,9 +127,7 @@ impl<B: Backend> SqlStore<B> {
             )?;
             let mut sums = std::collections::BTreeMap::<(String, String), i64>::new();
             for r in &rows {
-                let outcome = r.text("outcome");
-                let outcome =
-                    Outcome::parse(&outcome).map_or(outcome.clone(), |o| o.as_str().into());
+                let outcome = Outcome::counted_name(r.text_ref("outcome")).to_string();
                 *sums.entry((r.text("job"), outcome)).or_default() += r.int("n");
             }
             Ok(sums

@@ -583,7 +583,7 @@ pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
 /// this jobrun gives the outcome (an earlier jobrun's `timed-out` rows are
 /// `wait-expired`).
 fn count_passes(c: &mut dyn Conn, job: &str, outcome: &str, n: i64) -> Result<()> {
-    let outcome = Outcome::parse(outcome).map_or(outcome, |o| o.as_str());
+    let outcome = Outcome::counted_name(outcome);
     c.exec(
         "INSERT INTO job_counters (job, outcome, passes) VALUES ($1, $2, $3) \
          ON CONFLICT (job, outcome) DO UPDATE SET passes = job_counters.passes + excluded.passes",
