@@ -82,6 +82,37 @@ fn a_pass_whose_stderr_is_gone_runs_to_completion() {
     assert_eq!(env.held("lost.stderr"), 0);
 }
 
+/// A wrapper started with stdin, stdout and stderr closed (a careless
+/// init script: `jobrun ... <&- >&- 2>&-`) opens them on /dev/null first,
+/// so its command finds them open as well: the command's writes and reads
+/// succeed, and the pass is recorded ok, not failed by a "bad file
+/// descriptor" the command never caused.
+#[test]
+fn a_pass_started_with_its_standard_descriptors_closed_gives_its_command_dev_null() {
+    use std::os::unix::process::CommandExt;
+    let env = TestEnv::sqlite();
+    let child = script(&env, "child.sh", "echo out && cat && echo err >&2");
+    assert!(env
+        .run(&["run", "closed.fds", "--", "true"])
+        .status
+        .success());
+    let mut c = env.cmd(&["run", "closed.fds", "--", &child]);
+    // SAFETY: close(2) only, in the child before it executes jobrun.
+    unsafe {
+        c.pre_exec(|| {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let out = c.status().unwrap();
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let h = env.history("closed.fds");
+    assert_eq!(h.len(), 2, "{h:?}");
+    assert!(h.iter().all(|p| p.outcome == Outcome::Ok), "{h:?}");
+}
+
 fn missing_store_is_refused_by_readers(env: &TestEnv) {
     // A store that does not exist (SQLite: in a directory that does not
     // exist either; PostgreSQL: a database without jobrun's schema).
