@@ -46,8 +46,9 @@ use crate::cli::{Cli, Command};
 /// thread's stack and sets up stack-overflow handlers on a signal stack of
 /// their own: about 20 system calls and 100,000 instructions a pass. Kept:
 /// a standard descriptor that is closed is opened on /dev/null, so that no
-/// file jobrun opens (the store, its log) takes its number and receives
-/// what is said on stderr; SIGPIPE is ignored, as Rust's start leaves it
+/// file jobrun opens takes its number and receives what is said on stderr,
+/// and the command finds it open (where /dev/null cannot be opened jobrun
+/// refuses to start, 125, as Rust's start aborted); SIGPIPE is ignored, as Rust's start leaves it
 /// (operator commands restore it in `main`; a held command gets its
 /// default back). Without the handlers a stack overflow still ends jobrun
 /// (SIGSEGV), without Rust's one-line message.
@@ -66,10 +67,16 @@ pub fn start() {
             // SAFETY: F_GETFD reads the descriptor's flags; no memory.
             unsafe { libc::fcntl(p.fd, libc::F_GETFD) == -1 }
         };
-        if closed {
-            // The lowest free number: this one, as the lower ones are open.
-            // SAFETY: a NUL-terminated path; the descriptor is kept open.
-            unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        // The lowest free number: this one, as the lower ones are open.
+        // SAFETY: a NUL-terminated path; the descriptor is kept open.
+        if closed && unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) } != p.fd {
+            // Refused, as Rust's start refuses (it aborts): a store file
+            // could take the number.
+            eprintln!(
+                "jobrun: descriptor {} is closed and /dev/null cannot take it",
+                p.fd
+            );
+            std::process::exit(exit::JOBRUN_FAILED);
         }
     }
     // SAFETY: SIG_IGN installs no handler.
