@@ -44,14 +44,16 @@ use crate::cli::{Cli, Command};
 /// What the binary's entry point (src/main.rs) does before `main`, in place
 /// of Rust's own start, which also reads `/proc/self/maps` for the main
 /// thread's stack and sets up stack-overflow handlers on a signal stack of
-/// their own: about 20 system calls and 100,000 instructions a pass. Kept:
-/// a standard descriptor that is closed is opened on /dev/null, so that no
-/// file jobrun opens takes its number and receives what is said on stderr,
-/// and the command finds it open (where /dev/null cannot be opened jobrun
-/// refuses to start, 125, as Rust's start aborted); SIGPIPE is ignored, as Rust's start leaves it
-/// (operator commands restore it in `main`; a held command gets its
-/// default back). Without the handlers a stack overflow still ends jobrun
-/// (SIGSEGV), without Rust's one-line message.
+/// their own: about 20 system calls and 100,000 instructions a pass.
+///
+/// Kept: a standard descriptor that is closed is opened on /dev/null, so
+/// that no file jobrun opens takes its number and receives what is said on
+/// stderr, and the command finds it open (where /dev/null cannot be
+/// opened, jobrun refuses to start, 125, where Rust's start aborted);
+/// SIGPIPE is ignored, as Rust's start leaves it (operator commands
+/// restore it in `main`; a held command gets its default back). Without
+/// the handlers a stack overflow still ends jobrun (SIGSEGV), without
+/// Rust's one-line message.
 pub fn start() {
     let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
         fd,
