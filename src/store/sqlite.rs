@@ -982,25 +982,39 @@ impl SqliteTx<'_> {
 /// compile and bind; `?N` it numbers as written. Quoted text and names
 /// that merely contain a `$` are left as they are.
 fn positional(sql: &str) -> String {
-    let mut out = sql.as_bytes().to_vec();
-    let mut quote = None;
-    for i in 0..out.len() {
-        let c = out[i];
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == b'\'' || c == b'"' => quote = Some(c),
-            None => {
-                let starts_name = i == 0
-                    || !(out[i - 1].is_ascii_alphanumeric() || matches!(out[i - 1], b'_' | b'$'));
-                if c == b'$' && starts_name && out.get(i + 1).is_some_and(u8::is_ascii_digit) {
-                    out[i] = b'?';
-                }
+    // Every statement of every pass comes through here: the text is
+    // searched for the three bytes that matter and copied in runs between
+    // them, not walked byte by byte (a byte-wise walk was 2% of a pass).
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let (mut copied, mut at) = (0, 0);
+    while let Some(found) = bytes[at..]
+        .iter()
+        .position(|&c| matches!(c, b'$' | b'\'' | b'"'))
+    {
+        let i = at + found;
+        let c = bytes[i];
+        at = i + 1;
+        if c != b'$' {
+            // Quoted: on past the closing quote (a doubled quote closes
+            // and opens again); unclosed, the rest is quoted.
+            match bytes[at..].iter().position(|&q| q == c) {
+                Some(end) => at += end + 1,
+                None => break,
             }
+            continue;
+        }
+        let starts_name = i == 0
+            || !(bytes[i - 1].is_ascii_alphanumeric() || matches!(bytes[i - 1], b'_' | b'$'));
+        if starts_name && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            // `$` is one byte: both slices end on a character's boundary.
+            out.push_str(&sql[copied..i]);
+            out.push('?');
+            copied = i + 1;
         }
     }
-    // One ASCII byte for another: still the text it was.
-    String::from_utf8(out).unwrap_or_else(|_| sql.to_owned())
+    out.push_str(&sql[copied..]);
+    out
 }
 
 impl Conn for SqliteTx<'_> {
@@ -1085,6 +1099,20 @@ mod tests {
             r#"SELECT 'it''s $1', "c$2", x$3, ?4 FROM t WHERE z = 'é$5'"#
         );
         assert_eq!(positional("SELECT $ AS d, $x"), "SELECT $ AS d, $x");
+        // At either end, after a parameter, after a quote closed, inside
+        // one never closed, and beside text of more than one byte.
+        assert_eq!(positional("$1"), "?1");
+        assert_eq!(positional("x = $10"), "x = ?10");
+        assert_eq!(
+            positional("$1$2, $$3, _$4, é$5 ($6)"),
+            "?1$2, $$3, _$4, é?5 (?6)"
+        );
+        assert_eq!(positional("'a'$1, \"b\"=$2"), "'a'?1, \"b\"=?2");
+        assert_eq!(
+            positional("x = $1 AND y = 'it''s $2"),
+            "x = ?1 AND y = 'it''s $2"
+        );
+        assert_eq!(positional("x = $"), "x = $");
     }
 
     /// Each `$N` gets params[N - 1] wherever and however often it
