@@ -353,17 +353,46 @@ pub fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// `$first, $first+1, ...` for `n` values.
+/// `$first, $first+1, ...` for `n` values. Written digit by digit into
+/// one string: a text and a formatter per value cost a pass 1% of its
+/// instructions (its lease and its history row name 43 values).
 pub fn marks(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut out = String::with_capacity(n * 5);
+    for i in first..first + n {
+        if i > first {
+            out.push_str(", ");
+        }
+        out.push('$');
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = i;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        out.extend(digits[at..].iter().map(|&d| char::from(d)));
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marks_number_each_value_from_the_first() {
+        assert_eq!(marks(1, 0), "");
+        assert_eq!(marks(1, 1), "$1");
+        assert_eq!(marks(8, 4), "$8, $9, $10, $11");
+        assert_eq!(marks(99, 2), "$99, $100");
+        let many = marks(1, 1000);
+        assert!(many.starts_with("$1, $2, ") && many.ends_with(", $999, $1000"));
+        assert_eq!(many.split(", ").count(), 1000);
+    }
 
     #[test]
     fn what_a_renewal_found_decides_its_result() {
