@@ -532,6 +532,11 @@ impl Conn for PgTx<'_> {
         Ok(rows.iter().map(row_of).collect())
     }
 
+    fn insert_id(&mut self, sql: &str, params: &[Value]) -> Result<Option<i64>> {
+        let made = self.query(&format!("{sql} RETURNING id"), params)?;
+        Ok(made.first().and_then(|r| r.opt_int("id")))
+    }
+
     fn clock(&mut self) -> Result<Clock> {
         let now_ms = match self.now_ms {
             Some(now) => now,

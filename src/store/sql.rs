@@ -184,6 +184,9 @@ impl ClockOffset {
 pub trait Conn {
     fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64>;
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>>;
+    /// Run `sql`, an INSERT of one row into a table keyed by `id`, and
+    /// give the row's id (`None`: no row was made).
+    fn insert_id(&mut self, sql: &str, params: &[Value]) -> Result<Option<i64>>;
     /// The store's clock.
     fn clock(&mut self) -> Result<Clock>;
     /// Serialise transitions of `job` against every other process, and

@@ -1051,6 +1051,14 @@ impl Conn for SqliteTx<'_> {
         Ok(out)
     }
 
+    fn insert_id(&mut self, sql: &str, params: &[Value]) -> Result<Option<i64>> {
+        // The connection's own record of the row it made, where `RETURNING`
+        // compiled a second statement into the INSERT: 60,000 instructions
+        // of every pass.
+        let made = self.exec(sql, params)?;
+        Ok((made == 1).then(|| self.tx.last_insert_rowid()))
+    }
+
     fn clock(&mut self) -> Result<Clock> {
         Ok(clock_now(self.boot_id, self.offset))
     }

@@ -10,7 +10,7 @@ use super::rows::{
     PAUSE_COLS, WAITER_COLS, WINDOW_COLS,
 };
 use super::sql::{marks, millis, Conn, Value};
-use super::stats::{add_stats, fold_stats, keep_seen};
+use super::stats::{add_stats, fold_inserted, fold_stats, keep_seen};
 use super::{Acquire, AcquireRequest, Keep, PauseInfo, Result, StoreError, StorePin};
 use crate::policy::containers::Engine;
 use crate::policy::lease::{self, Clock, Eviction, LeaseKey, LeaseRow, WaiterRow};
@@ -390,8 +390,14 @@ pub fn insert_pass(
     } else {
         0
     };
+    // As the row holds it: on the store's clock.
+    let row = PassRecord {
+        started_at_ms: started,
+        ended_at_ms: ended,
+        ..p.clone()
+    };
     if updated == 0 {
-        c.exec(
+        let id = c.insert_id(
             &format!(
                 "INSERT INTO history ({PASS_COLS}) VALUES ({})",
                 marks(1, values.len())
@@ -399,18 +405,17 @@ pub fn insert_pass(
             &values,
         )?;
         if known {
-            fold_counters(c, &p.job)?;
-            fold_stats(c, &p.job)?;
+            match id {
+                Some(id) => fold_inserted(c, &p.job, id, &row)?,
+                None => {
+                    fold_counters(c, &p.job)?;
+                    fold_stats(c, &p.job)?;
+                }
+            }
         }
     } else if known {
         count_passes(c, &p.job, p.outcome.as_str(), 1)?;
         fold_stats(c, &p.job)?;
-        // As the row holds it: on the store's clock.
-        let row = PassRecord {
-            started_at_ms: started,
-            ended_at_ms: ended,
-            ..p.clone()
-        };
         let mut one = Stats::default();
         one.add(Part::of(&row));
         add_stats(c, &p.job, &one)?;
@@ -539,9 +544,9 @@ pub fn waiters_of(c: &mut dyn Conn, job: &str, clock: &Clock) -> Result<Vec<Wait
 pub const UNCOUNTED: &str = "h.job = j.name AND h.id > COALESCE(j.counted_id, 0)";
 
 /// Count the job's history rows recorded after its mark (`jobs.counted_id`)
-/// into its counters, and move the mark past them: the one place history
-/// becomes counters (`stats::fold_stats` is the one place it becomes
-/// figures). Called under the job's lock by every writer of a
+/// into its counters, and move the mark past them (`count_rows`, the one
+/// place history becomes counters; `stats::fold_rows` is the one place it
+/// becomes figures). Called under the job's lock by every writer of a
 /// history row, before its row is pruned; rows an earlier jobrun recorded
 /// without counting them are folded in by the next writer.
 pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
@@ -559,13 +564,21 @@ pub fn fold_counters(c: &mut dyn Conn, job: &str) -> Result<()> {
     let Some(mark) = found.first().map(|r| r.opt_int("mark").unwrap_or(0)) else {
         return Ok(());
     };
+    let rows: Vec<(i64, &str)> = found
+        .iter()
+        .filter_map(|r| Some((r.opt_int("id")?, r.text_ref("outcome"))))
+        .collect();
+    count_rows(c, job, mark, &rows)
+}
+
+/// Count `rows` (the job's history rows after its counters' `mark`, each
+/// id and outcome as read) into its counters, and move the mark past them.
+pub fn count_rows(c: &mut dyn Conn, job: &str, mark: i64, rows: &[(i64, &str)]) -> Result<()> {
     let mut by_outcome: BTreeMap<&str, i64> = BTreeMap::new();
     let mut top = mark;
-    for r in &found {
-        if let Some(id) = r.opt_int("id") {
-            *by_outcome.entry(r.text_ref("outcome")).or_default() += 1;
-            top = top.max(id);
-        }
+    for &(id, outcome) in rows {
+        *by_outcome.entry(outcome).or_default() += 1;
+        top = top.max(id);
     }
     for (outcome, n) in by_outcome {
         count_passes(c, job, outcome, n)?;
