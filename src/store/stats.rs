@@ -183,8 +183,9 @@ fn fold_rows(
         .as_ref()
         .and_then(|k| seen_text::append(&k.text, &seen))
     {
-        return put_text(c, job, text, top);
+        return put_text(c, job, text, top, true);
     }
+    let held = kept.is_some();
     let kept = match kept.and_then(|k| k.seen()) {
         Some(mut k) => {
             for s in seen {
@@ -194,7 +195,7 @@ fn fold_rows(
         }
         None => latest_seen(c, job, RECENT)?,
     };
-    put_seen(c, job, &kept, top)
+    put_seen(c, job, &kept, top, held)
 }
 
 /// A job's latest passes as kept, oldest first, and the last history row
@@ -234,16 +235,27 @@ fn kept_seen(c: &mut dyn Conn, job: &str) -> Result<Option<(Vec<Seen>, i64)>> {
     Ok(stored(c, job)?.kept.and_then(|k| Some((k.seen()?, k.upto))))
 }
 
-fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64) -> Result<()> {
-    put_text(c, job, seen_text::write(seen), upto)
+fn put_seen(c: &mut dyn Conn, job: &str, seen: &[Seen], upto: i64, held: bool) -> Result<()> {
+    put_text(c, job, seen_text::write(seen), upto, held)
 }
 
-fn put_text(c: &mut dyn Conn, job: &str, text: String, upto: i64) -> Result<()> {
-    c.exec(
-        "INSERT INTO job_recent (job, upto, seen) VALUES ($1, $2, $3) \
-         ON CONFLICT (job) DO UPDATE SET upto = excluded.upto, seen = excluded.seen",
-        &[job.into(), upto.into(), text.into()],
-    )?;
+/// Write the job's latest passes: over the row read in this transaction
+/// where `held` (an UPDATE compiles in half what the upsert does, and
+/// every release writes them), whether or not one stands otherwise.
+fn put_text(c: &mut dyn Conn, job: &str, text: String, upto: i64, held: bool) -> Result<()> {
+    let values = [job.into(), upto.into(), text.into()];
+    if held {
+        c.exec(
+            "UPDATE job_recent SET upto = $2, seen = $3 WHERE job = $1",
+            &values,
+        )?;
+    } else {
+        c.exec(
+            "INSERT INTO job_recent (job, upto, seen) VALUES ($1, $2, $3) \
+             ON CONFLICT (job) DO UPDATE SET upto = excluded.upto, seen = excluded.seen",
+            &values,
+        )?;
+    }
     Ok(())
 }
 
@@ -257,12 +269,12 @@ pub fn keep_seen(c: &mut dyn Conn, job: &str, seen: Vec<Seen>) -> Result<()> {
             for s in seen {
                 Seen::keep(&mut kept, s);
             }
-            put_seen(c, job, &kept, upto)
+            put_seen(c, job, &kept, upto, true)
         }
         None => {
             let seen = latest_seen(c, job, RECENT)?;
             let top = seen.last().map_or(0, |s| s.id);
-            put_seen(c, job, &seen, top)
+            put_seen(c, job, &seen, top, false)
         }
     }
 }

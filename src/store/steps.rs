@@ -102,7 +102,7 @@ pub fn declare(c: &mut dyn Conn, req: &AcquireRequest) -> Result<()> {
 /// Every pause that could hold `job` back: its own and those on all jobs.
 pub fn pauses_on(c: &mut dyn Conn, job: &str) -> Result<Vec<Pause>> {
     let rows = c.query(
-        &format!("SELECT {PAUSE_COLS} FROM pauses WHERE job = $1 OR job = $2"),
+        &format!("SELECT {PAUSE_COLS} FROM pauses WHERE job IN ($1, $2)"),
         &[job.into(), PauseScope::ALL_KEY.into()],
     )?;
     Ok(rows.iter().map(pause_row).collect())
