@@ -6,8 +6,10 @@
 #   scripts/bench.sh                  # pass phases rss big contention
 #   scripts/bench.sh pass             # `jobrun run x -- true` beside the floor
 #                                     # (benches/floor.rs), `flock -n` and
-#                                     # `true`, interleaved; SQLite beside
-#                                     # PostgreSQL, plain and TLS (PG=0 skips)
+#                                     # `true`, interleaved, and on a job whose
+#                                     # history is full (each pass prunes);
+#                                     # SQLite beside PostgreSQL, plain and
+#                                     # TLS (PG=0 skips)
 #   scripts/bench.sh phases           # where the time of one pass goes
 #   scripts/bench.sh rss              # peak RSS of a renewing pass beside the
 #                                     # floor's and flock's; PSS of 1,000
