@@ -147,8 +147,9 @@ pub fn fold_inserted(c: &mut dyn Conn, job: &str, id: i64, row: &PassRecord) -> 
     fold_rows(c, job, stored, &[(id, row.clone())])
 }
 
-/// Fold `rows` (the job's history rows after the lower of its two marks,
-/// in order, as read) into the figures and latest passes `stored`.
+/// Fold `rows` (the job's history rows after the mark `stored` folds from,
+/// `Stored::from`, in order, as history holds them) into the figures and
+/// latest passes `stored`, and move their marks past them.
 fn fold_rows(
     c: &mut dyn Conn,
     job: &str,
