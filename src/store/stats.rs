@@ -117,9 +117,9 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
 
 /// Fold a history row just inserted, `id` as `row` records it, into the
 /// job's counters and figures: what `fold_counters` and `fold_stats` do,
-/// by one read where it is the only row after every mark (the job's
-/// counters, figures and latest passes folded up to the same row, as
-/// every release leaves them), by those two otherwise. Their three reads
+/// by one read where it is the only row after the counters' mark and the
+/// figures fold from that same mark (`Stored::from`), as every release
+/// leaves them; by those two otherwise. Their three reads
 /// of the marks and the row took a tenth of a pass's instructions, most
 /// of it compiling them. Called under the job's lock.
 pub fn fold_inserted(c: &mut dyn Conn, job: &str, id: i64, row: &PassRecord) -> Result<()> {
