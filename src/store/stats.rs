@@ -119,10 +119,27 @@ pub fn fold_stats(c: &mut dyn Conn, job: &str) -> Result<()> {
 /// job's counters and figures: what `fold_counters` and `fold_stats` do,
 /// by one read where it is the only row after the counters' mark and the
 /// figures fold from that same mark (`Stored::from`), as every release
-/// leaves them; by those two otherwise. Their three reads
-/// of the marks and the row took a tenth of a pass's instructions, most
-/// of it compiling them. Called under the job's lock.
-pub fn fold_inserted(c: &mut dyn Conn, job: &str, id: i64, row: &PassRecord) -> Result<()> {
+/// leaves them; by those two otherwise, and where the store did not say
+/// which row it made (`id` is `None`). Their three reads of the marks and
+/// the row took a tenth of a pass's instructions, most of it compiling
+/// them. Called under the job's lock.
+pub fn fold_inserted(c: &mut dyn Conn, job: &str, id: Option<i64>, row: &PassRecord) -> Result<()> {
+    let only = match id {
+        Some(id) => only_after_marks(c, job, id)?,
+        None => None,
+    };
+    let Some((id, counted, stored)) = only else {
+        fold_counters(c, job)?;
+        return fold_stats(c, job);
+    };
+    count_rows(c, job, counted, &[(id, row.outcome.as_str())])?;
+    fold_rows(c, job, stored, &[(id, row.clone())])
+}
+
+/// The counters' mark and the figures as read, where row `id` is the one
+/// row `fold_counters` and `fold_stats` would read: after the counters'
+/// mark one row, `id`, and the figures folding from the same mark.
+fn only_after_marks(c: &mut dyn Conn, job: &str, id: i64) -> Result<Option<(i64, i64, Stored)>> {
     let found = c.query(
         "SELECT j.counted_id AS counters_mark, s.*, r.upto AS upto, r.seen AS seen, \
          (SELECT COUNT(*) FROM history h WHERE h.job = $1 \
@@ -131,20 +148,12 @@ pub fn fold_inserted(c: &mut dyn Conn, job: &str, id: i64, row: &PassRecord) -> 
          LEFT JOIN job_recent r ON r.job = j.name WHERE j.name = $1",
         &[job.into()],
     )?;
-    // The rows the two would read: after the counters' mark one row, ours;
-    // the figures read from the same mark.
-    let only = found.first().and_then(|r| {
+    Ok(found.first().and_then(|r| {
         let counted = r.opt_int("counters_mark").unwrap_or(0);
         let stored = stored_of(Some(r));
         let only = r.int("after") == 1 && id > counted && stored.from() == counted;
-        only.then_some((counted, stored))
-    });
-    let Some((counted, stored)) = only else {
-        fold_counters(c, job)?;
-        return fold_stats(c, job);
-    };
-    count_rows(c, job, counted, &[(id, row.outcome.as_str())])?;
-    fold_rows(c, job, stored, &[(id, row.clone())])
+        only.then_some((id, counted, stored))
+    }))
 }
 
 /// Fold `rows` (the job's history rows after the mark `stored` folds from,

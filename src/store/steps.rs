@@ -405,13 +405,7 @@ pub fn insert_pass(
             &values,
         )?;
         if known {
-            match id {
-                Some(id) => fold_inserted(c, &p.job, id, &row)?,
-                None => {
-                    fold_counters(c, &p.job)?;
-                    fold_stats(c, &p.job)?;
-                }
-            }
+            fold_inserted(c, &p.job, id, &row)?;
         }
     } else if known {
         count_passes(c, &p.job, p.outcome.as_str(), 1)?;
