@@ -18,6 +18,7 @@ pub(crate) mod events;
 pub(crate) mod evidence;
 pub(crate) mod exit;
 pub(crate) mod files;
+pub(crate) mod heap;
 pub(crate) mod hook;
 pub mod model;
 pub(crate) mod policy;
@@ -34,6 +35,11 @@ pub(crate) mod supervise;
 pub(crate) mod trace;
 
 use clap::Parser;
+
+/// See `heap`: a pass's many small allocations, served in fewer
+/// instructions than `malloc`'s.
+#[global_allocator]
+static HEAP: heap::Heap = heap::Heap;
 
 /// `jobrun --version`: the crate's version and, when built from a git
 /// checkout, the revision (see build.rs), so an upgrade can be confirmed.
@@ -120,6 +126,7 @@ fn run_main() -> i32 {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+    heap::install();
     let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
