@@ -83,6 +83,7 @@ static STATE: Locked = Locked {
     }),
 };
 
+#[inline(always)]
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     while STATE
         .locked
@@ -99,7 +100,7 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
 }
 
 /// The class of a block of `block` bytes, header included (≤ `LARGEST`).
-#[inline]
+#[inline(always)]
 fn class_of(block: usize) -> usize {
     if block <= EXACT {
         (block - 1) / 8
@@ -112,7 +113,7 @@ fn class_of(block: usize) -> usize {
 }
 
 /// The size of a block of `class`, header included.
-#[inline]
+#[inline(always)]
 fn size_of(class: usize) -> usize {
     if class < EXACT / 8 {
         (class + 1) * 8
@@ -138,6 +139,7 @@ fn base() -> *mut u8 {
 }
 
 /// A free block of `class` from the area, or null where it has none left.
+#[inline(always)]
 fn take(class: usize) -> *mut u8 {
     with_state(|heap| {
         let first = heap.free[class];
@@ -162,6 +164,7 @@ fn take(class: usize) -> *mut u8 {
 ///
 /// # Safety
 /// `block` is a block of the area in use, of `class`, given up by its owner.
+#[inline(always)]
 unsafe fn give_back(block: *mut u8, class: usize) {
     with_state(|heap| {
         // SAFETY: the block is ours again; its header holds the link now.
@@ -170,6 +173,7 @@ unsafe fn give_back(block: *mut u8, class: usize) {
     })
 }
 
+#[inline(always)]
 fn in_area(p: *mut u8) -> bool {
     (p as usize).wrapping_sub(base() as usize) < AREA
 }
@@ -225,6 +229,7 @@ unsafe impl GlobalAlloc for Heap {
 }
 
 /// A SQLite block whose usable size is `rounded(n)`, or null.
+#[inline(always)]
 fn allocate(n: usize) -> *mut u8 {
     let n = n.max(1);
     let (mut block, mut class, usable) = if n + HEADER <= LARGEST {
@@ -259,6 +264,7 @@ unsafe fn header(p: *mut u8) -> [u32; 2] {
 
 /// # Safety
 /// `p` was returned by `allocate` and is not used again.
+#[inline(always)]
 unsafe fn release(p: *mut u8) {
     // SAFETY: as the caller promises.
     let (block, [_, class]) = unsafe { (p.sub(HEADER), header(p)) };
