@@ -52,19 +52,13 @@ const CLASSES: usize = EXACT / 8 + 4 * (LARGEST.trailing_zeros() - EXACT.trailin
 /// The class recorded in a SQLite block that came from `malloc`.
 const FROM_MALLOC: u32 = u32::MAX;
 
+/// An area, its free lists and the lock over them. The process has one,
+/// `POOL`; the tests make their own.
 #[repr(C, align(16))]
-struct Area(UnsafeCell<[u8; AREA]>);
-
-// SAFETY: the area is only reached through raw pointers to blocks: a block
-// in use belongs to the one caller it was given to, and the free lists and
-// the end of the used part are changed under `STATE`'s lock.
-unsafe impl Sync for Area {}
-
-static SPACE: Area = Area(UnsafeCell::new([0; AREA]));
-
-/// A lock held for a few instructions at a time (a mutex's calls cost more
-/// than the heap's work); a thread that finds it taken yields.
-struct Locked {
+struct Pool {
+    space: UnsafeCell<[u8; AREA]>,
+    /// A lock held for a few instructions at a time (a mutex's calls cost
+    /// more than the heap's work); a thread that finds it taken yields.
     locked: AtomicBool,
     state: UnsafeCell<State>,
 }
@@ -76,32 +70,20 @@ struct State {
     free: [u32; CLASSES],
 }
 
-// SAFETY: `state` is reached only in `with_state`, under `locked`.
-unsafe impl Sync for Locked {}
+// SAFETY: the area is only reached through raw pointers to blocks: a block
+// in use belongs to the one caller it was given to; `state` (the free
+// lists, the end of the used part) only in `with_state`, under `locked`.
+unsafe impl Sync for Pool {}
 
-static STATE: Locked = Locked {
+/// All zeroes: an empty area, no free blocks, unlocked.
+static POOL: Pool = Pool {
+    space: UnsafeCell::new([0; AREA]),
     locked: AtomicBool::new(false),
     state: UnsafeCell::new(State {
         used: 0,
         free: [0; CLASSES],
     }),
 };
-
-#[inline(always)]
-fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    while STATE
-        .locked
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        std::thread::yield_now();
-    }
-    // SAFETY: the lock is ours until the store below; `f` cannot panic
-    // (nothing in the heap's bodies does).
-    let r = f(unsafe { &mut *STATE.state.get() });
-    STATE.locked.store(false, Ordering::Release);
-    r
-}
 
 /// The class of a block of `block` bytes, header included (≤ `LARGEST`).
 #[inline(always)]
@@ -128,8 +110,8 @@ fn size_of(class: usize) -> usize {
     }
 }
 
-/// What a request for `n` bytes is given: its class's usable size, or `n`
-/// rounded up to 8 past `LARGEST`.
+/// What a SQLite request for `n` bytes is given: its class's usable size,
+/// or `n` rounded up to 8 past `LARGEST`.
 fn rounded(n: usize) -> usize {
     if n + HEADER <= LARGEST {
         size_of(class_of(n + HEADER)) - HEADER
@@ -138,59 +120,76 @@ fn rounded(n: usize) -> usize {
     }
 }
 
-fn base() -> *mut u8 {
-    SPACE.0.get().cast()
-}
+impl Pool {
+    fn base(&self) -> *mut u8 {
+        self.space.get().cast()
+    }
 
-/// A free block of `class` from the area, or null where it has none left.
-#[inline(always)]
-fn take(class: usize) -> *mut u8 {
-    with_state(|heap| {
-        let first = heap.free[class];
-        if first != 0 {
-            let block = base().wrapping_add(first as usize - 1);
-            // SAFETY: a free block of the area starts with its link,
-            // written by `give_back` under this lock.
-            heap.free[class] = unsafe { block.cast::<u32>().read() };
-            return block;
+    #[inline(always)]
+    fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
         }
-        let size = size_of(class);
-        if heap.used + size > AREA {
-            return std::ptr::null_mut();
-        }
-        let block = base().wrapping_add(heap.used);
-        heap.used += size;
-        block
-    })
-}
+        // SAFETY: the lock is ours until the store below; `f` cannot panic
+        // (nothing in the heap's bodies does).
+        let r = f(unsafe { &mut *self.state.get() });
+        self.locked.store(false, Ordering::Release);
+        r
+    }
 
-/// Put a block of the area back on its class's free list.
-///
-/// # Safety
-/// `block` is a block of the area in use, of `class`, given up by its owner.
-#[inline(always)]
-unsafe fn give_back(block: *mut u8, class: usize) {
-    with_state(|heap| {
-        // SAFETY: the block is ours again; its header holds the link now.
-        unsafe { block.cast::<u32>().write(heap.free[class]) };
-        heap.free[class] = (block as usize - base() as usize + 1) as u32;
-    })
-}
+    /// A free block of `class` from the area, or null where it has none left.
+    #[inline(always)]
+    fn take(&self, class: usize) -> *mut u8 {
+        self.with_state(|heap| {
+            let first = heap.free[class];
+            if first != 0 {
+                let block = self.base().wrapping_add(first as usize - 1);
+                // SAFETY: a free block of the area starts with its link,
+                // written by `give_back` under this lock.
+                heap.free[class] = unsafe { block.cast::<u32>().read() };
+                return block;
+            }
+            let size = size_of(class);
+            if heap.used + size > AREA {
+                return std::ptr::null_mut();
+            }
+            let block = self.base().wrapping_add(heap.used);
+            heap.used += size;
+            block
+        })
+    }
 
-#[inline(always)]
-fn in_area(p: *mut u8) -> bool {
-    (p as usize).wrapping_sub(base() as usize) < AREA
-}
+    /// Put a block of the area back on its class's free list.
+    ///
+    /// # Safety
+    /// `block` is a block of this area in use, of `class`, given up by its
+    /// owner.
+    #[inline(always)]
+    unsafe fn give_back(&self, block: *mut u8, class: usize) {
+        self.with_state(|heap| {
+            // SAFETY: the block is ours again; its header holds the link now.
+            unsafe { block.cast::<u32>().write(heap.free[class]) };
+            heap.free[class] = (block as usize - self.base() as usize + 1) as u32;
+        })
+    }
 
-/// Rust's allocator: `#[global_allocator]` in lib.rs.
-pub struct Heap;
+    #[inline(always)]
+    fn in_area(&self, p: *mut u8) -> bool {
+        (p as usize).wrapping_sub(self.base() as usize) < AREA
+    }
 
-// SAFETY: a block of the area is handed to one caller at a time and holds
-// `layout.size()` bytes at 8-byte alignment; anything else is `System`'s.
-unsafe impl GlobalAlloc for Heap {
+    /// Rust's `alloc`.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::alloc`.
+    #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.align() <= 8 && layout.size() <= LARGEST {
-            let block = take(class_of(layout.size().max(1)));
+            let block = self.take(class_of(layout.size().max(1)));
             if !block.is_null() {
                 return block;
             }
@@ -199,18 +198,27 @@ unsafe impl GlobalAlloc for Heap {
         unsafe { System.alloc(layout) }
     }
 
+    /// Rust's `dealloc`.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::dealloc`, of a block from this pool's `alloc`.
+    #[inline(always)]
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        if in_area(p) {
+        if self.in_area(p) {
             // SAFETY: a block of the area, of the class its size gives.
-            unsafe { give_back(p, class_of(layout.size().max(1))) }
+            unsafe { self.give_back(p, class_of(layout.size().max(1))) }
         } else {
             // SAFETY: a block `System` gave.
             unsafe { System.dealloc(p, layout) }
         }
     }
 
+    /// Rust's `realloc`.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::realloc`, of a block from this pool's `alloc`.
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
-        if in_area(p) {
+        if self.in_area(p) {
             if size <= LARGEST && class_of(size.max(1)) == class_of(layout.size().max(1)) {
                 return p;
             }
@@ -230,34 +238,69 @@ unsafe impl GlobalAlloc for Heap {
         }
         q
     }
-}
 
-/// A SQLite block whose usable size is `rounded(n)`, or null.
-#[inline(always)]
-fn allocate(n: usize) -> *mut u8 {
-    let n = n.max(1);
-    let (mut block, mut class, usable) = if n + HEADER <= LARGEST {
-        let class = class_of(n + HEADER);
-        (take(class), class as u32, size_of(class) - HEADER)
-    } else {
-        (std::ptr::null_mut(), FROM_MALLOC, n.next_multiple_of(8))
-    };
-    if block.is_null() {
-        // SAFETY: plain malloc; null is handed on as SQLite expects.
-        block = unsafe { libc::malloc(usable + HEADER) }.cast();
+    /// A SQLite block whose usable size is `rounded(n)`, or null.
+    #[inline(always)]
+    fn allocate(&self, n: usize) -> *mut u8 {
+        let n = n.max(1);
+        let (mut block, mut class, usable) = if n + HEADER <= LARGEST {
+            let class = class_of(n + HEADER);
+            (self.take(class), class as u32, size_of(class) - HEADER)
+        } else {
+            (std::ptr::null_mut(), FROM_MALLOC, n.next_multiple_of(8))
+        };
         if block.is_null() {
-            return block;
+            // SAFETY: plain malloc; null is handed on as SQLite expects.
+            block = unsafe { libc::malloc(usable + HEADER) }.cast();
+            if block.is_null() {
+                return block;
+            }
+            class = FROM_MALLOC;
         }
-        class = FROM_MALLOC;
+        // SAFETY: the block holds `HEADER + usable` bytes, 8-aligned.
+        unsafe {
+            block.cast::<[u32; 2]>().write([usable as u32, class]);
+            block.add(HEADER)
+        }
     }
-    // SAFETY: the block holds `HEADER + usable` bytes, 8-aligned.
-    unsafe {
-        block.cast::<[u32; 2]>().write([usable as u32, class]);
-        block.add(HEADER)
+
+    /// # Safety
+    /// `p` was returned by this pool's `allocate` and is not used again.
+    #[inline(always)]
+    unsafe fn release(&self, p: *mut u8) {
+        // SAFETY: as the caller promises.
+        let (block, [_, class]) = unsafe { (p.sub(HEADER), header(p)) };
+        if class == FROM_MALLOC {
+            // SAFETY: a block from malloc.
+            unsafe { libc::free(block.cast()) };
+        } else {
+            // SAFETY: a block of the area, given up.
+            unsafe { self.give_back(block, class as usize) };
+        }
+    }
+
+    /// # Safety
+    /// `p` was returned by this pool's `allocate` and not yet released.
+    unsafe fn resize(&self, p: *mut u8, n: usize) -> *mut u8 {
+        // SAFETY: as the caller promises.
+        let old = unsafe { header(p) }[0] as usize;
+        if rounded(n.max(1)) == old {
+            return p;
+        }
+        let q = self.allocate(n);
+        if !q.is_null() {
+            // SAFETY: both blocks hold at least the bytes copied, and are
+            // distinct: `p` is still held while `q` is taken.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p, q, old.min(n));
+                self.release(p);
+            }
+        }
+        q
     }
 }
 
-/// The usable size and class of a block in use.
+/// The usable size and class of a SQLite block in use.
 ///
 /// # Safety
 /// `p` was returned by `allocate` and not yet released.
@@ -266,53 +309,40 @@ unsafe fn header(p: *mut u8) -> [u32; 2] {
     unsafe { p.sub(HEADER).cast::<[u32; 2]>().read() }
 }
 
-/// # Safety
-/// `p` was returned by `allocate` and is not used again.
-#[inline(always)]
-unsafe fn release(p: *mut u8) {
-    // SAFETY: as the caller promises.
-    let (block, [_, class]) = unsafe { (p.sub(HEADER), header(p)) };
-    if class == FROM_MALLOC {
-        // SAFETY: a block from malloc.
-        unsafe { libc::free(block.cast()) };
-    } else {
-        // SAFETY: a block of the area, given up.
-        unsafe { give_back(block, class as usize) };
-    }
-}
+/// Rust's allocator: `#[global_allocator]` in lib.rs.
+pub struct Heap;
 
-/// # Safety
-/// `p` was returned by `allocate` and not yet released.
-unsafe fn resize(p: *mut u8, n: usize) -> *mut u8 {
-    // SAFETY: as the caller promises.
-    let old = unsafe { header(p) }[0] as usize;
-    if rounded(n.max(1)) == old {
-        return p;
+// SAFETY: a block of the area is handed to one caller at a time and holds
+// `layout.size()` bytes at 8-byte alignment; anything else is `System`'s.
+unsafe impl GlobalAlloc for Heap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as the caller promises.
+        unsafe { POOL.alloc(layout) }
     }
-    let q = allocate(n);
-    if !q.is_null() {
-        // SAFETY: both blocks hold at least the bytes copied, and are
-        // distinct: `p` is still held while `q` is taken.
-        unsafe {
-            std::ptr::copy_nonoverlapping(p, q, old.min(n));
-            release(p);
-        }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        // SAFETY: as the caller promises; every block is `POOL`'s.
+        unsafe { POOL.dealloc(p, layout) }
     }
-    q
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        // SAFETY: as the caller promises; every block is `POOL`'s.
+        unsafe { POOL.realloc(p, layout, size) }
+    }
 }
 
 unsafe extern "C" fn x_malloc(n: c_int) -> *mut c_void {
-    allocate(n.max(0) as usize).cast()
+    POOL.allocate(n.max(0) as usize).cast()
 }
 
 unsafe extern "C" fn x_free(p: *mut c_void) {
     // SAFETY: SQLite frees only what x_malloc or x_realloc gave it.
-    unsafe { release(p.cast()) }
+    unsafe { POOL.release(p.cast()) }
 }
 
 unsafe extern "C" fn x_realloc(p: *mut c_void, n: c_int) -> *mut c_void {
     // SAFETY: SQLite resizes only what it was given, and not null.
-    unsafe { resize(p.cast(), n.max(0) as usize).cast() }
+    unsafe { POOL.resize(p.cast(), n.max(0) as usize).cast() }
 }
 
 unsafe extern "C" fn x_size(p: *mut c_void) -> c_int {
@@ -322,7 +352,8 @@ unsafe extern "C" fn x_size(p: *mut c_void) -> c_int {
 }
 
 unsafe extern "C" fn x_roundup(n: c_int) -> c_int {
-    rounded(n.max(0) as usize) as c_int
+    // SQLite asks of at most 0x7fffff00 bytes; past it, `n` as it is.
+    c_int::try_from(rounded(n.max(0) as usize)).unwrap_or(n)
 }
 
 unsafe extern "C" fn x_init(_: *mut c_void) -> c_int {
@@ -352,6 +383,14 @@ pub(crate) fn install() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Barrier};
+
+    /// A pool of the test's own: what it asserts of the area does not
+    /// depend on what the rest of the test binary allocated from `POOL`.
+    fn pool() -> Box<Pool> {
+        // SAFETY: all zeroes is an empty pool, as `POOL` starts.
+        unsafe { Box::<Pool>::new_zeroed().assume_init() }
+    }
 
     #[test]
     fn classes_hold_what_is_asked_and_little_more() {
@@ -373,91 +412,132 @@ mod tests {
     }
 
     #[test]
-    fn sqlite_blocks_keep_their_bytes_as_they_grow_and_past_the_area() {
+    fn sqlite_blocks_are_reused_keep_their_bytes_and_go_past_the_area() {
+        let pool = pool();
         // SAFETY: every block is used only while held, and released once.
         unsafe {
-            let a = allocate(100);
+            let a = pool.allocate(100);
             assert_eq!(a as usize % 8, 0);
+            assert!(pool.in_area(a));
             assert!(header(a)[0] >= 100);
             a.write_bytes(7, 100);
-            assert_eq!(resize(a, 101), a, "same class, same block");
-            let b = resize(a, 3000);
+            assert_eq!(pool.resize(a, 101), a, "same class, same block");
+            let b = pool.resize(a, 3000);
             assert!(header(b)[0] >= 3000);
             assert_eq!(std::slice::from_raw_parts(b, 100), &[7; 100][..]);
-            release(b);
+            assert_eq!(pool.allocate(100), a, "the freed block, first");
+            pool.release(a);
+            pool.release(b);
 
-            let big = allocate(LARGEST);
+            let big = pool.allocate(LARGEST);
             assert_eq!(header(big)[1], FROM_MALLOC);
-            assert!(!in_area(big));
+            assert!(!pool.in_area(big));
             assert_eq!(header(big)[0] as usize, LARGEST);
             big.write_bytes(1, LARGEST);
-            let bigger = resize(big, 2 * LARGEST);
+            let bigger = pool.resize(big, 2 * LARGEST);
             assert_eq!(*bigger.add(LARGEST - 1), 1);
-            let small = resize(bigger, 16);
+            let small = pool.resize(bigger, 16);
+            assert!(pool.in_area(small));
             assert_eq!(std::slice::from_raw_parts(small, 16), &[1; 16][..]);
-            release(small);
+            pool.release(small);
         }
     }
 
     #[test]
-    fn rust_values_move_between_the_area_and_malloc_intact() {
-        // The heap is this test binary's allocator too (lib.rs).
-        let mut v: Vec<u32> = Vec::new();
-        for i in 0..20_000 {
-            v.push(i);
+    fn sqlite_is_told_the_size_it_is_given() {
+        // SQLite's own resize compares `xRoundup` of the new size with
+        // `xSize` of the block, and uses all `xSize` says it holds.
+        // SAFETY: every block is used only while held, and released once.
+        unsafe {
+            for n in (1..3 * LARGEST as c_int).step_by(7) {
+                let p = x_malloc(n);
+                let size = x_size(p);
+                assert_eq!(size, x_roundup(n), "{n}");
+                assert!(size >= n);
+                assert_eq!(x_roundup(size), size, "{n}");
+                p.cast::<u8>().write_bytes(5, size as usize);
+                let q = x_realloc(p, x_roundup(2 * n));
+                assert!(x_size(q) >= 2 * n);
+                let kept = std::slice::from_raw_parts(q.cast::<u8>(), size as usize);
+                assert!(kept.iter().all(|&b| b == 5), "{n}");
+                x_free(q);
+            }
+            assert_eq!(x_roundup(c_int::MAX), c_int::MAX);
         }
-        assert!(!in_area(v.as_mut_ptr().cast()), "80 KB is malloc's");
-        v.truncate(100);
-        v.shrink_to_fit();
-        assert!(v.iter().copied().eq(0..100));
-        #[repr(align(64))]
-        struct Wide([u8; 64]);
-        let w = Box::new(Wide([3; 64]));
-        assert_eq!(&*w as *const Wide as usize % 64, 0);
-        assert_eq!(w.0, [3; 64]);
+    }
+
+    #[test]
+    fn rust_values_move_between_classes_and_malloc_intact() {
+        let pool = pool();
+        let at = |size| Layout::from_size_align(size, 8).unwrap();
+        // SAFETY: every block is used only while held, and freed once
+        // with the layout it has.
+        unsafe {
+            let a = pool.alloc(at(24));
+            assert!(pool.in_area(a));
+            a.write_bytes(9, 24);
+            let b = pool.realloc(a, at(24), 100);
+            assert_ne!(b, a, "another class");
+            assert!(pool.in_area(b));
+            assert_eq!(pool.realloc(b, at(100), 101), b, "the same class");
+            let c = pool.realloc(b, at(101), 80_000);
+            assert!(!pool.in_area(c), "80 KB is malloc's");
+            let d = pool.realloc(c, at(80_000), 16);
+            assert!(pool.in_area(d));
+            assert_eq!(std::slice::from_raw_parts(d, 16), &[9; 16][..]);
+            pool.dealloc(d, at(16));
+
+            let wide = Layout::from_size_align(64, 64).unwrap();
+            let w = pool.alloc(wide);
+            assert!(!pool.in_area(w), "aligned past 8: malloc's");
+            assert_eq!(w as usize % 64, 0);
+            pool.dealloc(w, wide);
+        }
     }
 
     #[test]
     fn a_used_up_area_hands_over_to_malloc() {
-        // Blocks of the largest class until one comes from malloc: at most
-        // the area's worth (other tests may free some of that class).
-        let mut held = Vec::new();
+        let pool = pool();
+        let blocks = AREA / LARGEST;
         // SAFETY: every block is held until released once, below.
         unsafe {
-            while held.len() < 10 * AREA / LARGEST {
-                let p = allocate(LARGEST - HEADER);
-                held.push(p);
-                if header(p)[1] == FROM_MALLOC {
-                    break;
-                }
-            }
-            assert_eq!(header(*held.last().unwrap())[1], FROM_MALLOC);
-            assert!(held[..held.len() - 1].iter().all(|&p| in_area(p)));
+            let held: Vec<_> = (0..=blocks)
+                .map(|_| pool.allocate(LARGEST - HEADER))
+                .collect();
+            assert!(held[..blocks].iter().all(|&p| pool.in_area(p)));
+            assert_eq!(header(held[blocks])[1], FROM_MALLOC);
             for p in held {
-                release(p);
+                pool.release(p);
             }
         }
     }
 
     #[test]
     fn threads_share_the_heap_without_losing_a_block() {
-        let threads: Vec<_> = (0..4u8)
+        // Four threads at once on a few classes, each holding a handful of
+        // blocks marked as its own: a block handed out twice shows as
+        // another thread's mark.
+        let pool: &'static Pool = Box::leak(pool());
+        let start = Arc::new(Barrier::new(4));
+        let threads: Vec<_> = (1..=4u8)
             .map(|t| {
+                let start = Arc::clone(&start);
                 std::thread::spawn(move || {
                     let mut held = Vec::new();
-                    for i in 0..2000usize {
-                        let n = 1 + (i * 37 + t as usize * 11) % 700;
-                        let p = allocate(n);
+                    start.wait();
+                    for i in 0..100_000usize {
+                        let n = 8 + (i % 5) * 8;
+                        let p = pool.allocate(n);
                         // SAFETY: the block holds n bytes and is this
                         // thread's alone.
                         unsafe { p.write_bytes(t, n) };
                         held.push((p, n));
-                        if i % 3 == 0 {
+                        if held.len() > 8 {
                             let (p, n) = held.swap_remove(i % held.len());
                             // SAFETY: as above; released once.
                             unsafe {
                                 assert!(std::slice::from_raw_parts(p, n).iter().all(|&b| b == t));
-                                release(p);
+                                pool.release(p);
                             }
                         }
                     }
@@ -465,7 +545,7 @@ mod tests {
                         // SAFETY: as above.
                         unsafe {
                             assert!(std::slice::from_raw_parts(p, n).iter().all(|&b| b == t));
-                            release(p);
+                            pool.release(p);
                         }
                     }
                 })
