@@ -22,7 +22,7 @@
 //!   pages, 4.3 KiB each): `malloc` fits them closer than size classes do,
 //!   and a wrapper's resident memory stays what it was under `malloc`
 //!   alone (with blocks to 32 KiB from the area, 80 KiB more);
-//!   a freed block of the area is kept for its size class, not returned:
+//! - a freed block of the area is kept for its size class, not returned:
 //!   what a pass allocates again and again (a renewal's every tick) reuses
 //!   the same blocks, and the area caps what is kept;
 //! - one lock, held for a few instructions, for the wrapper's few threads;
