@@ -64,11 +64,22 @@ impl Stored {
     }
 }
 
+/// The columns `stored_of` reads, of `job_stats s` and `job_recent r`: a
+/// literal, so that the statements naming them are literals too.
+macro_rules! stored_cols {
+    () => {
+        "s.*, r.upto AS upto, r.seen AS seen"
+    };
+}
+
 /// Read both by one statement: a release reads them in turn.
 fn stored(c: &mut dyn Conn, job: &str) -> Result<Stored> {
     let found = c.query(
-        "SELECT s.*, r.upto AS upto, r.seen AS seen \
-         FROM job_stats s LEFT JOIN job_recent r ON r.job = s.job WHERE s.job = $1",
+        concat!(
+            "SELECT ",
+            stored_cols!(),
+            " FROM job_stats s LEFT JOIN job_recent r ON r.job = s.job WHERE s.job = $1"
+        ),
         &[job.into()],
     )?;
     Ok(stored_of(found.first()))
@@ -141,11 +152,14 @@ pub fn fold_inserted(c: &mut dyn Conn, job: &str, id: Option<i64>, row: &PassRec
 /// mark one row, `id`, and the figures folding from the same mark.
 fn only_after_marks(c: &mut dyn Conn, job: &str, id: i64) -> Result<Option<(i64, i64, Stored)>> {
     let found = c.query(
-        "SELECT j.counted_id AS counters_mark, s.*, r.upto AS upto, r.seen AS seen, \
-         (SELECT COUNT(*) FROM history h WHERE h.job = $1 \
-          AND h.id > COALESCE(j.counted_id, 0)) AS after \
-         FROM jobs j LEFT JOIN job_stats s ON s.job = j.name \
-         LEFT JOIN job_recent r ON r.job = j.name WHERE j.name = $1",
+        concat!(
+            "SELECT j.counted_id AS counters_mark, ",
+            stored_cols!(),
+            ", (SELECT COUNT(*) FROM history h WHERE h.job = $1 \
+             AND h.id > COALESCE(j.counted_id, 0)) AS after \
+             FROM jobs j LEFT JOIN job_stats s ON s.job = j.name \
+             LEFT JOIN job_recent r ON r.job = j.name WHERE j.name = $1"
+        ),
         &[job.into()],
     )?;
     Ok(found.first().and_then(|r| {
