@@ -110,14 +110,22 @@ fn size_of(class: usize) -> usize {
     }
 }
 
-/// What a SQLite request for `n` bytes is given: its class's usable size,
-/// or `n` rounded up to 8 past `LARGEST`.
-fn rounded(n: usize) -> usize {
+/// The class a SQLite request for `n` bytes takes (none past `LARGEST`:
+/// `malloc`'s) and what it is given: the class's usable size, or `n`
+/// rounded up to 8.
+#[inline(always)]
+fn sized(n: usize) -> (Option<usize>, usize) {
     if n + HEADER <= LARGEST {
-        size_of(class_of(n + HEADER)) - HEADER
+        let class = class_of(n + HEADER);
+        (Some(class), size_of(class) - HEADER)
     } else {
-        n.next_multiple_of(8)
+        (None, n.next_multiple_of(8))
     }
+}
+
+/// What a SQLite request for `n` bytes is given (`sized`).
+fn rounded(n: usize) -> usize {
+    sized(n).1
 }
 
 impl Pool {
@@ -242,12 +250,10 @@ impl Pool {
     /// A SQLite block whose usable size is `rounded(n)`, or null.
     #[inline(always)]
     fn allocate(&self, n: usize) -> *mut u8 {
-        let n = n.max(1);
-        let (mut block, mut class, usable) = if n + HEADER <= LARGEST {
-            let class = class_of(n + HEADER);
-            (self.take(class), class as u32, size_of(class) - HEADER)
-        } else {
-            (std::ptr::null_mut(), FROM_MALLOC, n.next_multiple_of(8))
+        let (class, usable) = sized(n.max(1));
+        let (mut block, mut class) = match class {
+            Some(class) => (self.take(class), class as u32),
+            None => (std::ptr::null_mut(), FROM_MALLOC),
         };
         if block.is_null() {
             // SAFETY: plain malloc; null is handed on as SQLite expects.
