@@ -150,7 +150,7 @@ record() {
     done <"$manifest"
   fi
   for path in "${old[@]}"; do
-    if ! printf '%s\n' "${files[@]}" | grep -qxF -- "$path" && [ -f "$path" ]; then
+    if ! listed "$path" "${files[@]}" && [ -f "$path" ]; then
       rm -f -- "$path"
       say "removed $path (installed before, no longer part of jobrun)"
     fi
@@ -163,6 +163,19 @@ record() {
     fi
   } >"$manifest.new"
   mv -f "$manifest.new" "$manifest"
+}
+
+# Whether path $1 is one of the paths after it. (Not `printf | grep -q`:
+# under pipefail, grep leaving at its first match can end printf by
+# SIGPIPE, and the pipeline's failure read as "not listed" removed the
+# binary just installed.)
+listed() {
+  local path=$1 f
+  shift
+  for f; do
+    [ "$f" = "$path" ] && return 0
+  done
+  return 1
 }
 
 # Whether path $2 lies strictly under prefix $1, with no `..` step.
