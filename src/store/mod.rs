@@ -567,7 +567,7 @@ pub trait Store: Send {
     fn allow_checkpoints(&mut self) {}
     /// Once its last transaction is done (a pass's release): empty the
     /// write-ahead log if it has grown long, at most once per
-    /// `sqlite::CHECKPOINT_PAGES` pages, skipped while the store is busy.
+    /// `sqlite::CHECKPOINT_BYTES` of log, skipped while the store is busy.
     fn tidy(&mut self) {}
     /// The pass's command has started and its connection has nothing to do
     /// until the command ends: what would otherwise hold up the release is

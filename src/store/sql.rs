@@ -337,7 +337,7 @@ pub trait Backend: Send {
     fn tidy(&mut self) {}
     /// A long log copied back (SQLite): while the pass's command runs
     /// (`Store::during_command`), and just before a release's write, so
-    /// that the write starts it over (`sqlite::CHECKPOINT_PAGES`).
+    /// that the write starts it over (`sqlite::CHECKPOINT_BYTES`).
     fn copy_back_long(&mut self) {}
     /// See `Store::leave`.
     fn leave(&mut self) {}

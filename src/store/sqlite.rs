@@ -38,10 +38,11 @@ use crate::policy::lease::Clock;
 /// How long a write waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Checkpoint the WAL once it holds this many pages (a pass writes about
-/// sixteen), never from a pass's take. Connections do not checkpoint on close
-/// either (a pass is a short-lived process, and each close would cost two
-/// fsyncs), so the first connection after all have closed rebuilds the
+/// Checkpoint the WAL once it is this long: 128 frames of a 4 KiB page,
+/// 254 of a 2 KiB one (`NEW_STORE_PAGE`; a pass writes about fifteen of
+/// either), never from a pass's take. Connections do not checkpoint on
+/// close either (a pass is a short-lived process, and each close would cost
+/// two fsyncs), so the first connection after all have closed rebuilds the
 /// WAL index by reading the whole WAL: keeping it short keeps that cheap.
 /// Two connections checkpoint: a renewer's, after its commits
 /// (`Store::allow_checkpoints`: passive, for stores many passes share),
@@ -58,16 +59,29 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// would wait for it (the pass empties a log it has just copied in a turn
 /// had at once, copying there only what was written since: `copy_back`,
 /// `empty_log`).
-pub const CHECKPOINT_PAGES: u32 = 128;
+pub const CHECKPOINT_BYTES: u64 = 32 + 128 * (4096 + 24);
 
-/// More pages than a release writes (about thirteen; eighteen once its
-/// job's history is pruned): a log this close to `CHECKPOINT_PAGES` is copied back
-/// before the release's write, not emptied after it.
-const RELEASE_PAGES: u32 = 32;
+/// More than a release writes to the log (thirteen frames, eighteen once
+/// its job's history is pruned: 54 and 74 KiB of 4 KiB pages): a log this
+/// close to `CHECKPOINT_BYTES` is copied back before the release's write,
+/// not emptied after it.
+const RELEASE_BYTES: u64 = 32 * (4096 + 24);
 
 /// A WAL copied back whole is cut back to this size by the write that
 /// starts it over, so its size tells a pass whether it grew long.
 const WAL_KEPT_BYTES: u64 = 64 * 4120;
+
+/// The page size of a store jobrun creates; one made before keeps SQLite's
+/// default, 4 KiB (a store's page size is fixed once its first table is).
+/// A pass writes about fifteen pages, whatever their size, and the next
+/// pass to open the store reads every frame of the log back and checks its
+/// sum (`CHECKPOINT_BYTES`): with 2 KiB pages the same length of log holds
+/// twice the passes, so it is copied back, with its four syncs, half as
+/// often for the same reading. Passes measured 3–4% faster in interleaved
+/// runs (`bench-runner time`, 800 each, three rounds), and reads of a big
+/// store 1–8% slower, its trees a level deeper (`docs/benchmarks.md`).
+/// 1 KiB pages read as fast a pass and slower a big store.
+const NEW_STORE_PAGE: u32 = 2048;
 
 /// How many compiled statements a pass's connection keeps
 /// (`Store::serve_one_pass`): enough that a statement run twice in a row
@@ -253,7 +267,7 @@ impl SqliteStore {
             .map_err(|e| other(&format!("cannot inspect it: {e}")))?;
         drop(checked);
         wait_politely(&mut conn, busy).map_err(|e| map_err(&shown, e))?;
-        // See CHECKPOINT_PAGES.
+        // See CHECKPOINT_BYTES.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| map_err(&shown, e))?;
         // A statement's plan never depends on the values bound to it
@@ -466,6 +480,13 @@ impl SqliteBackend {
         if fit == Fit::TooNew {
             return Err(StoreError::TooNew(schema::too_new(&shown, head.min_reader)));
         }
+        if !in_wal {
+            // Taken by a store with no pages yet, fixed by its first write
+            // (the switch to WAL); SQLite leaves any other store's alone.
+            self.conn
+                .pragma_update(None, "page_size", NEW_STORE_PAGE)
+                .map_err(|e| map_err(&shown, e))?;
+        }
         let mode: String = match in_wal {
             true => "wal".into(),
             false => self
@@ -545,18 +566,15 @@ impl SqliteBackend {
         tx.commit().map_err(|e| map_err(&shown, e))
     }
 
-    /// The WAL holds `CHECKPOINT_PAGES` pages or more: a frame is a page
-    /// and its 24-byte header; the page size is SQLite's default, which
-    /// jobrun never changes.
+    /// The WAL is `CHECKPOINT_BYTES` long or longer.
     fn wal_long(&self) -> bool {
-        self.wal_holds(CHECKPOINT_PAGES)
+        self.wal_holds(CHECKPOINT_BYTES)
     }
 
-    /// The WAL holds `pages` pages or more. (Past `WAL_KEPT_BYTES` its
+    /// The WAL is `len` bytes long or longer. (Past `WAL_KEPT_BYTES` its
     /// length is the log's: a log started over keeps that much of the
     /// file and overwrites it first.)
-    fn wal_holds(&self, pages: u32) -> bool {
-        let len = 32 + u64::from(pages) * (4096 + 24);
+    fn wal_holds(&self, len: u64) -> bool {
         std::fs::metadata(&self.wal).is_ok_and(|m| m.len() >= len)
     }
 
@@ -921,7 +939,7 @@ impl Backend for SqliteBackend {
         // Copied while the command ran (`Store::during_command`): what
         // others wrote since is all that is left to copy here, and where
         // nothing is, nothing is synced.
-        if self.wal_holds(CHECKPOINT_PAGES - RELEASE_PAGES) {
+        if self.wal_holds(CHECKPOINT_BYTES - RELEASE_BYTES) {
             self.copied_back = Some(self.copy_back());
         }
     }
@@ -1180,6 +1198,45 @@ mod tests {
             Acquire::Acquired(k) => k,
             other => panic!("{other:?}"),
         }
+    }
+
+    fn page_size(path: &Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A store jobrun makes has its pages of `NEW_STORE_PAGE`.
+    #[test]
+    fn a_new_store_has_small_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        drop(SqliteStore::open(&path, 0o600).expect("a new store"));
+        assert_eq!(page_size(&path), i64::from(NEW_STORE_PAGE));
+    }
+
+    /// A store made with 4 KiB pages (SQLite's default, every store an
+    /// earlier jobrun made) keeps them when opened outside WAL, where the
+    /// smaller size is asked for, and its passes run.
+    #[test]
+    fn a_store_keeps_its_pages() {
+        use crate::store::{Store, StorePin, StoreSpec};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        drop(SqliteStore::open(&path, 0o600).expect("a new store"));
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode=DELETE; PRAGMA page_size=4096; VACUUM;")
+            .unwrap();
+        assert_eq!(page_size(&path), 4096);
+        let mut store = SqliteStore::open(&path, 0o600).expect("the store");
+        let spec = StoreSpec::Sqlite(path.clone(), 0o600);
+        let pin = StorePin::new(&spec, &mut store).unwrap();
+        let key = take_j(&mut store);
+        assert!(store.release(&key, None, &pin).unwrap().freed());
+        drop(store);
+        assert_eq!(page_size(&path), 4096);
     }
 
     /// A pass whose renewal is asked on the board while another
