@@ -77,10 +77,10 @@ const WAL_KEPT_BYTES: u64 = 64 * 4120;
 /// pass to open the store reads every frame of the log back and checks its
 /// sum (`CHECKPOINT_BYTES`): with 2 KiB pages the same length of log holds
 /// twice the passes, so it is copied back, with its four syncs, half as
-/// often for the same reading. Passes measured 3–4% faster in interleaved
-/// runs (`bench-runner time`, 800 each, three rounds), and reads of a big
-/// store 1–8% slower, its trees a level deeper (`docs/benchmarks.md`).
-/// 1 KiB pages read as fast a pass and slower a big store.
+/// often for the same reading. Passes measured 2–4% faster in interleaved
+/// runs (`bench-runner time`, eight rounds of 500 to 1,000 each), and
+/// reads of a big store 1–8% slower, its trees deeper. 1 KiB pages made a
+/// pass about as fast and a big store slower still.
 const NEW_STORE_PAGE: u32 = 2048;
 
 /// How many compiled statements a pass's connection keeps
