@@ -38,6 +38,10 @@ use crate::policy::lease::Clock;
 /// How long a write waits for another process's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A frame of the WAL holding a 4 KiB page: the page and its 24-byte
+/// header. The log's lengths below are counted in these.
+const FRAME_4K: u64 = 4096 + 24;
+
 /// Checkpoint the WAL once it is this long: 128 frames of a 4 KiB page,
 /// 254 of a 2 KiB one (`NEW_STORE_PAGE`; a pass writes about fifteen of
 /// either), never from a pass's take. Connections do not checkpoint on
@@ -59,17 +63,17 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// would wait for it (the pass empties a log it has just copied in a turn
 /// had at once, copying there only what was written since: `copy_back`,
 /// `empty_log`).
-pub const CHECKPOINT_BYTES: u64 = 32 + 128 * (4096 + 24);
+pub const CHECKPOINT_BYTES: u64 = 32 + 128 * FRAME_4K;
 
 /// More than a release writes to the log (thirteen frames, eighteen once
 /// its job's history is pruned: 54 and 74 KiB of 4 KiB pages): a log this
 /// close to `CHECKPOINT_BYTES` is copied back before the release's write,
 /// not emptied after it.
-const RELEASE_BYTES: u64 = 32 * (4096 + 24);
+const RELEASE_BYTES: u64 = 32 * FRAME_4K;
 
 /// A WAL copied back whole is cut back to this size by the write that
 /// starts it over, so its size tells a pass whether it grew long.
-const WAL_KEPT_BYTES: u64 = 64 * 4120;
+const WAL_KEPT_BYTES: u64 = 64 * FRAME_4K;
 
 /// The page size of a store jobrun creates; one made before keeps SQLite's
 /// default, 4 KiB (a store's page size is fixed once its first table is).
