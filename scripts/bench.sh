@@ -71,11 +71,12 @@ exclude=()
 built="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 git diff --quiet HEAD -- . "${exclude[@]}" 2>/dev/null || built="$built (with local changes)"
 
-# The binary alone first, as `cargo build --release` (install, packages)
-# builds it: building the examples with it would unify the features of the
-# dev-dependencies into it, and change the symbols link/pass-symbols.txt
-# names (build.rs).
-cargo build --release --quiet --bin jobrun
+# The binaries alone first, as scripts/build-release builds them for
+# install.sh and the package (jobrun without the PostgreSQL store, and
+# jobrun-pg, which it hands that store to): building the examples with
+# them would unify the features of the dev-dependencies into them, and
+# change the symbols link/pass-symbols.txt names (build.rs).
+scripts/build-release --quiet
 cargo build --release --quiet --example floor --example bench-runner
 bin=$PWD/target/release/jobrun
 floor=$PWD/target/release/examples/floor

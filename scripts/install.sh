@@ -11,13 +11,16 @@
 #   --destdir D   stage the tree under D instead of / (for packaging; no
 #                 record of the install is kept there)
 #   --bin FILE    install this built jobrun instead of building one with
-#                 `cargo build --release --locked`
+#                 `scripts/build-release --locked`; a jobrun-pg beside
+#                 FILE (the PostgreSQL store's half of the same build)
+#                 is installed with it
 #   --uninstall   remove every file the installs under P put there, and
 #                 every directory they created once it is empty; files
 #                 that were there before, or were added since, stay
 #
 # Lands in:
 #   P/bin/jobrun
+#   P/bin/jobrun-pg                      when built (see scripts/build-release)
 #   P/share/man/man1/jobrun.1, jobrun-*.1
 #   P/share/bash-completion/completions/jobrun
 #   P/share/zsh/site-functions/_jobrun   (for P=/usr on Debian, where zsh
@@ -65,11 +68,14 @@ main() {
   if [ -z "$bin" ]; then
     command -v cargo >/dev/null ||
       die "no cargo: install Rust $(rust_version "$root") or newer, or pass --bin FILE"
-    say "building jobrun (cargo build --release --locked)"
-    (cd "$root" && cargo build --release --locked) || die "cargo build failed"
+    say "building jobrun (scripts/build-release --locked)"
+    "$root/scripts/build-release" --locked || die "scripts/build-release failed"
     bin=$root/target/release/jobrun
   fi
   [ -x "$bin" ] || die "no executable jobrun at $bin"
+  # The PostgreSQL store's half, when jobrun was built without it.
+  local pg
+  pg=$(dirname "$bin")/jobrun-pg
 
   umask 022
   local to=$destdir$prefix
@@ -91,8 +97,11 @@ main() {
   done
   install -d "${dirs[@]}"
 
-  # Each file as source, then target.
-  local files=("$bin" "$to/bin/jobrun") f
+  # Each file as source, then target; jobrun-pg before jobrun, so that a
+  # new jobrun never hands over to an old one.
+  local files=() f
+  [ -x "$pg" ] && files+=("$pg" "$to/bin/jobrun-pg")
+  files+=("$bin" "$to/bin/jobrun")
   for f in "$root"/man/*.1; do
     files+=("$f" "$share/man/man1/${f##*/}")
   done
@@ -107,11 +116,12 @@ main() {
   local i targets=()
   for ((i = 0; i < ${#files[@]}; i += 2)); do
     targets+=("${files[i + 1]}")
-    if [ "${files[i + 1]}" = "$to/bin/jobrun" ]; then
+    if [ "${files[i + 1]%/*}" = "$to/bin" ]; then
       # An atomic rename: a pass started meanwhile never runs a
       # half-written file.
-      install -m 0755 "${files[i]}" "$to/bin/.jobrun.new"
-      mv -f "$to/bin/.jobrun.new" "$to/bin/jobrun"
+      f=${files[i + 1]##*/}
+      install -m 0755 "${files[i]}" "$to/bin/.$f.new"
+      mv -f "$to/bin/.$f.new" "$to/bin/$f"
     else
       install -m 0644 "${files[i]}" "${files[i + 1]}"
     fi

@@ -12,10 +12,12 @@
 #      installed jobrun was built from that very commit (`jobrun
 #      --version` names it), stop here: nothing is built, nothing paused.
 #   2. git checkout REF (a detached HEAD, said so at the end);
-#      cargo build --release --locked; the built jobrun must run
+#      scripts/build-release --locked (jobrun and jobrun-pg; cargo build
+#      --release --locked for a REF older than that script); the built
+#      jobrun must run
 #   3. jobrun pause --all --as upgrade       cron keeps firing; passes skip
 #   4. jobrun stop-due --all --wait 5m       passes in flight stop, release
-#   5. scripts/install.sh --prefix P         the binary (an atomic rename,
+#   5. scripts/install.sh --prefix P         the binaries (atomic renames,
 #      so a pass cron starts meanwhile never runs a half-written file), man
 #      pages and completions; print the new version
 #   6. jobrun resume --all --as upgrade      lifts this upgrade's pause only
@@ -160,7 +162,13 @@ main() {
     fail "git checkout $ref (local changes in $upgrade_src?)"
   upgrade_moved=yes
   say "building $ref"
-  cargo build --release --locked || fail "cargo build --release --locked"
+  # Nothing of an earlier build beside what this one builds.
+  rm -f target/release/jobrun-pg
+  if [ -x scripts/build-release ]; then
+    scripts/build-release --locked || fail "scripts/build-release --locked"
+  else
+    cargo build --release --locked || fail "cargo build --release --locked"
+  fi
   built=$(target/release/jobrun --version) || fail "the built target/release/jobrun does not run"
   say "built: $built"
 

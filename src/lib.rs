@@ -47,7 +47,16 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("BUILD_VERSION
 
 use crate::cli::{Cli, Command};
 
-/// What the binary's entry point (src/main.rs) does before `main`, in place
+/// The binaries' entry point (`src/main.rs`, `src/bin/jobrun-pg.rs`):
+/// `start`, then `main`. A panic ends jobrun with 101, after its message,
+/// as under Rust's start.
+pub fn c_main() -> std::ffi::c_int {
+    start();
+    let code = std::panic::catch_unwind(main).unwrap_or(101);
+    std::process::exit(code)
+}
+
+/// What the binaries' entry point does before `main`, in place
 /// of Rust's own start, which also reads `/proc/self/maps` for the main
 /// thread's stack and sets up stack-overflow handlers on a signal stack of
 /// their own: about 20 system calls and 100,000 instructions a pass.
@@ -374,7 +383,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         // A plugin answers UNKNOWN, on stdout, for whatever keeps it from
         // judging.
         let choice = clock::check_skew()
-            .and_then(|_| settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref()));
+            .and_then(|_| settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref()))
+            .and_then(|choice| store::elsewhere::serve(&choice).map(|_| choice));
         return Ok(match choice {
             Ok(choice) => cmd::check::run(&choice, a),
             Err(e) => cmd::check::unknown(&format!("{e:#}")),
@@ -382,6 +392,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
     clock::check_skew()?;
     let choice = settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref())?;
+    store::elsewhere::serve(&choice)?;
     let spec = choice.spec.clone();
     match cli.command {
         Command::Run(a) => {

@@ -1,7 +1,7 @@
 //! The `jobrun` binary. Its entry point is the C `main` the C library
 //! calls, not Rust's: Rust's start reads `/proc/self/maps` and sets up
 //! stack-overflow handlers before the first line of jobrun runs, a cost
-//! every pass would pay. `jobrun::start` does the part jobrun needs.
+//! every pass would pay. `jobrun::c_main` does the part jobrun needs.
 #![cfg_attr(not(test), no_main)]
 
 #[cfg(not(test))]
@@ -10,8 +10,5 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    jobrun::start();
-    // A panic ends jobrun with 101, after its message, as under Rust's start.
-    let code = std::panic::catch_unwind(jobrun::main).unwrap_or(101);
-    std::process::exit(code)
+    jobrun::c_main()
 }

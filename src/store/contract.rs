@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use super::postgres::PgStore;
 use super::sql::ClockOffset;
 use super::sqlite::SqliteStore;
@@ -36,7 +37,11 @@ struct Subject {
 
 enum Keep {
     Dir(#[allow(dead_code)] tempfile::TempDir),
-    Database { server: String, name: String },
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Database {
+        server: String,
+        name: String,
+    },
 }
 
 impl Drop for Keep {
@@ -72,8 +77,16 @@ fn sqlite() -> Subject {
     }
 }
 
+/// `None` (said once): this build has no PostgreSQL store.
+#[cfg(not(feature = "postgres"))]
+fn postgres() -> Option<Subject> {
+    eprintln!("skipped the PostgreSQL half: jobrun is built without the PostgreSQL store");
+    None
+}
+
 /// A fresh database on the test server, or `None` (said once) when no
 /// server was given.
+#[cfg(feature = "postgres")]
 fn postgres() -> Option<Subject> {
     let Ok(server) = std::env::var("JOBRUN_TEST_PG") else {
         eprintln!("skipped the PostgreSQL half: JOBRUN_TEST_PG is not set (scripts/test sets it)");

@@ -23,15 +23,21 @@ use crate::renewer::Renewal;
 mod board;
 #[cfg(test)]
 mod contract;
+pub mod elsewhere;
 mod gate;
 mod handle;
 mod opened;
+#[cfg(feature = "postgres")]
 mod pgconfig;
 mod pgconn;
+#[cfg(feature = "postgres")]
 mod pgerr;
+#[cfg(feature = "postgres")]
 mod pgnotify;
 mod pgpass;
+#[cfg(feature = "postgres")]
 mod pgtls;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod queries;
 mod rows;
@@ -60,6 +66,7 @@ pub enum StoreError {
     #[error("store {0} is busy (locked past the busy timeout)")]
     Busy(String),
     #[error("store {0} is unreachable: {1}")]
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Unreachable(String, String),
     #[error("store {path} is corrupt or not a jobrun store: {detail}")]
     Corrupt { path: String, detail: String },
@@ -113,6 +120,16 @@ pub const DEFAULT_FILE_MODE: u32 = 0o600;
 /// Holders' kernel lock files live in `<store>.holders/`.
 pub const HOLDERS_SUFFIX: &str = "holders";
 
+/// A PostgreSQL store reached in a build without it: `elsewhere::serve`
+/// hands every such command over before this.
+#[cfg(not(feature = "postgres"))]
+fn without_postgres(url: &str) -> StoreError {
+    StoreError::Other(
+        pgconn::redact(url),
+        "this jobrun is built without the PostgreSQL store".into(),
+    )
+}
+
 impl StoreSpec {
     pub fn parse(s: &str, mode: u32) -> StoreSpec {
         if s.starts_with("postgres://")
@@ -155,7 +172,10 @@ impl StoreSpec {
     pub fn open(&self) -> Result<Box<dyn Store>> {
         match self {
             StoreSpec::Sqlite(p, mode) => Ok(Box::new(sqlite::SqliteStore::open(p, *mode)?)),
+            #[cfg(feature = "postgres")]
             StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open(url)?)),
+            #[cfg(not(feature = "postgres"))]
+            StoreSpec::Postgres(url) => Err(without_postgres(url)),
         }
     }
 
@@ -170,11 +190,14 @@ impl StoreSpec {
                 sqlite::BUSY_TIMEOUT,
                 false,
             )?)),
+            #[cfg(feature = "postgres")]
             StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open_opts(
                 url,
                 false,
                 postgres::TOO_MANY_CLIENTS_BUDGET,
             )?)),
+            #[cfg(not(feature = "postgres"))]
+            StoreSpec::Postgres(url) => Err(without_postgres(url)),
         }
     }
 
@@ -190,10 +213,13 @@ impl StoreSpec {
                 patience.min(sqlite::BUSY_TIMEOUT),
                 false,
             )?)),
+            #[cfg(feature = "postgres")]
             StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::connect(
                 url,
                 patience.min(postgres::TOO_MANY_CLIENTS_BUDGET),
             )?)),
+            #[cfg(not(feature = "postgres"))]
+            StoreSpec::Postgres(url) => Err(without_postgres(url)),
         }
     }
 

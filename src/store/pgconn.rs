@@ -12,6 +12,11 @@
 //! the parser and the redaction of a URL that does not parse use.
 //! Invariant: no message made here quotes a password, and neither
 //! `shown()` nor `redact()` ever holds one.
+//!
+//! A build without the PostgreSQL store (`store::elsewhere`) still names
+//! such a store, redacts it and keeps its password from the command: it
+//! uses the reading, not the connecting.
+#![cfg_attr(not(feature = "postgres"), allow(dead_code))]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //!
 //! Invariant, as in libpq: a file that group or others may read is never
 //! used, and the warning that says so names the file, never its contents.
+//! (Read only to connect: unused in a build without the PostgreSQL store.)
+#![cfg_attr(not(feature = "postgres"), allow(dead_code))]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -23,6 +23,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     Sqlite,
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Postgres,
 }
 

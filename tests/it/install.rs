@@ -425,6 +425,60 @@ fn uninstall_removes_exactly_what_the_install_put_there() {
     assert!(shared.join("bin/other").is_file());
 }
 
+/// A jobrun built without the PostgreSQL store comes with the jobrun-pg
+/// beside it (scripts/build-release): the install takes the two, and an
+/// install of a jobrun that comes alone takes away the jobrun-pg an
+/// earlier one left, which would serve PostgreSQL with other code.
+#[test]
+fn install_brings_jobrun_pg_along_and_takes_a_stale_one_away() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let pair = home.path().join("pair");
+    let alone = home.path().join("alone");
+    for d in [&pair, &alone] {
+        fs::create_dir(d).unwrap();
+        fs::copy(BIN, d.join("jobrun")).unwrap();
+    }
+    fs::write(pair.join("jobrun-pg"), "#!/bin/sh\necho the pg half\n").unwrap();
+    fs::set_permissions(pair.join("jobrun-pg"), fs::Permissions::from_mode(0o755)).unwrap();
+    let prefix = home.path().join("prefix");
+    let p = prefix.to_str().unwrap();
+    let with = pair.join("jobrun");
+    let out = install_sh(
+        home.path(),
+        &path,
+        &["--bin", with.to_str().unwrap(), "--prefix", p],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let installed = prefix.join("bin/jobrun-pg");
+    assert_eq!(
+        fs::read_to_string(&installed).unwrap(),
+        "#!/bin/sh\necho the pg half\n"
+    );
+    assert_eq!(
+        fs::metadata(&installed).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    let without = alone.join("jobrun");
+    let out = install_sh(
+        home.path(),
+        &path,
+        &["--bin", without.to_str().unwrap(), "--prefix", p],
+    );
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(!installed.exists(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "removed {} (installed before, no longer part of jobrun)",
+            installed.display()
+        )),
+        "{said}"
+    );
+    assert!(prefix.join("bin/jobrun").is_file());
+}
+
 /// `upgrade.sh` to the revision the installed jobrun was built from
 /// builds nothing, pauses nothing, and leaves the checkout as it was.
 #[test]

@@ -16,6 +16,7 @@ mod forged;
 mod frontpage;
 mod generated;
 mod groupstore;
+mod handover;
 mod hardening;
 mod hooks;
 mod input;

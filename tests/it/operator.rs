@@ -363,7 +363,12 @@ fn copy_installables(to: &Path) {
             fs::copy(e.path(), to.join(dir).join(e.file_name())).unwrap();
         }
     }
-    for f in ["scripts/install.sh", "LICENSE-MIT", "LICENSE-APACHE"] {
+    for f in [
+        "scripts/install.sh",
+        "scripts/build-release",
+        "LICENSE-MIT",
+        "LICENSE-APACHE",
+    ] {
         fs::copy(root.join(f), to.join(f)).unwrap();
     }
 }
@@ -401,6 +406,15 @@ fn deployment(env: &TestEnv) -> Deployment {
     let checkout = env.path("checkout");
     git(&checkout, &["checkout", "-q", "v1.0.0"]);
 
+    // A jobrun built without the PostgreSQL store comes with the jobrun-pg
+    // it hands that store to (scripts/build-release): built and installed
+    // with it.
+    let pg = Path::new(BIN).with_file_name("jobrun-pg");
+    let pg = pg.exists().then_some(pg);
+    let pg_too = match &pg {
+        Some(pg) => format!("cp '{}' target/release/jobrun-pg", pg.display()),
+        None => String::new(),
+    };
     let fake = env.path("fakebin");
     fs::create_dir(&fake).unwrap();
     let cargo = script(
@@ -411,7 +425,8 @@ fn deployment(env: &TestEnv) -> Deployment {
              '{BIN}' status --json > ../status-at-build.json 2>&1\n\
              [ -e ../cargo.fail ] && {{ echo 'error: could not compile' >&2; exit 101; }}\n\
              mkdir -p target/release && cp '{BIN}' target/release/jobrun\n\
-             printf '\\njobrun-upgrade-test-build\\n' >> target/release/jobrun"
+             printf '\\njobrun-upgrade-test-build\\n' >> target/release/jobrun\n\
+             {pg_too}"
         ),
     );
     assert!(cargo.ends_with("fakebin/cargo"));
@@ -425,6 +440,9 @@ fn deployment(env: &TestEnv) -> Deployment {
     let bin = prefix.join("bin/jobrun");
     fs::create_dir_all(prefix.join("bin")).unwrap();
     fs::copy(BIN, &bin).unwrap();
+    if let Some(pg) = &pg {
+        fs::copy(pg, prefix.join("bin/jobrun-pg")).unwrap();
+    }
     let path = format!(
         "{}:{}",
         fake.display(),
@@ -572,7 +590,8 @@ fn upgrade_script_failure_leaves_the_pause_and_says_so(env: &TestEnv) {
     let (code, said) = run_upgrade(env, &d, &["v1.10.0"]);
     assert_eq!(code, Some(1), "{said}");
     assert!(
-        said.contains("FAILED: cargo build") && said.contains("this run paused nothing"),
+        said.contains("FAILED: scripts/build-release --locked")
+            && said.contains("this run paused nothing"),
         "the failed step is not named: {said}"
     );
     assert!(said.contains("is left on a detached HEAD"), "{said}");

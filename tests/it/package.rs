@@ -102,6 +102,19 @@ fn debian_package_holds_the_installed_tree() {
             "{path} not in the package:\n{list}"
         );
     }
+    // jobrun built without the PostgreSQL store ships the jobrun-pg it
+    // hands that store to, with jobrun's page as its own.
+    if Path::new(BIN).with_file_name("jobrun-pg").exists() {
+        for path in [
+            "./usr/bin/jobrun-pg",
+            "./usr/share/man/man1/jobrun-pg.1.gz -> jobrun.1.gz",
+        ] {
+            assert!(
+                list.lines().any(|l| l.ends_with(&format!(" {path}"))),
+                "{path} not in the package:\n{list}"
+            );
+        }
+    }
     // /var/lib/jobrun is made by the postinst (see below), so that dpkg
     // neither resets a mode the administrator chose nor warns on remove.
     assert!(!list.contains("./var/"), "{list}");

@@ -245,6 +245,7 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
     use crate::cmd::run::wake::{RUNTIME_WAKE_DIR, TMP_DIR_PREFIX, TMP_WAKE_DIR, WAKE_SUFFIX};
     use crate::files::{HOLDER_LOCK_SUFFIX, SPOOL_SUFFIX};
     use crate::settings::{DEFAULT_ROOT_DB, STATE_HOME_DEFAULT, USER_DB};
+    use crate::store::elsewhere::PG_PROGRAM;
     use crate::store::sqlite::SIDE_FILES;
     use crate::store::writers::WRITERS_SUFFIX;
     use crate::store::HOLDERS_SUFFIX;
@@ -333,6 +334,16 @@ pub fn file_entries() -> Vec<(Vec<String>, String)> {
              caller's with mode 0700, else beside a SQLite store, else in the temporary \
              directory. Removed when the pass is over; the spool of a wrapper killed by \
              SIGKILL is removed by the next capturing pass that uses the same directory."
+                .into(),
+        ),
+        (
+            vec![PG_PROGRAM.into()],
+            "Beside jobrun's own file, where `scripts/build-release` built jobrun without \
+                 the PostgreSQL store (as the installs and the package do: a SQLite pass \
+                 then loads less code): the same jobrun with that store, which takes over \
+                 every command on a PostgreSQL store in jobrun's own process, with its \
+                 arguments and environment. Without it such a command is one line and exit \
+                 125. A jobrun built by `cargo build` serves both stores itself."
                 .into(),
         ),
     ]

@@ -2,7 +2,7 @@
 //! `reference.rs` to keep it under the 600-line rule; `reference` re-exports them.
 
 /// The variables jobrun reads that no option sets.
-pub const SETTING_VARIABLES: [(&str, &str); 7] = [
+pub const SETTING_VARIABLES: [(&str, &str); 8] = [
     (
         crate::process::identity::HOST_ENV,
         "The host name recorded with a pass (default: the machine's host name), for \
@@ -34,6 +34,13 @@ pub const SETTING_VARIABLES: [(&str, &str); 7] = [
         crate::policy::delay::SEED_ENV,
         "Any text: `run --jitter` draws its wait from it instead of the kernel's randomness, \
          the same wait for the same text and job (a test seam; `--spread` needs none).",
+    ),
+    (
+        crate::store::elsewhere::HANDED_ENV,
+        "Set by a jobrun built without the PostgreSQL store to its version when it hands a \
+         command on such a store to the `jobrun-pg` beside it; `jobrun-pg` takes it out of \
+         its environment (the command never sees it) and warns when it names another \
+         version. Not for setting by hand.",
     ),
     (
         crate::trace::TRACE_ENV,

@@ -10,13 +10,20 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+#[cfg(feature = "postgres")]
 use std::time::Duration;
 
-use crate::events::{Event, EventSender};
+#[cfg(feature = "postgres")]
+use crate::events::Event;
+use crate::events::EventSender;
+#[cfg(feature = "postgres")]
 use crate::store::postgres::PgStore;
-use crate::store::{StoreSpec, ALL_JOBS};
+use crate::store::StoreSpec;
+#[cfg(feature = "postgres")]
+use crate::store::ALL_JOBS;
 
 /// How often the listening thread checks whether its waiter is done.
+#[cfg(feature = "postgres")]
 const CHECK_STOP: Duration = Duration::from_millis(200);
 
 /// A listening connection; dropping it stops the thread and closes it.
@@ -38,12 +45,24 @@ pub fn listen(spec: &StoreSpec, job: &str, events: EventSender) -> Option<Listen
     let StoreSpec::Postgres(url) = spec else {
         return None;
     };
+    on_postgres(url, job, events)
+}
+
+/// A build without the PostgreSQL store hands its commands over before
+/// any waits (`store::elsewhere`).
+#[cfg(not(feature = "postgres"))]
+fn on_postgres(_url: &str, _job: &str, _events: EventSender) -> Option<Listener> {
+    None
+}
+
+#[cfg(feature = "postgres")]
+fn on_postgres(url: &str, job: &str, events: EventSender) -> Option<Listener> {
     // A busy server is not waited for: the waiter polls instead. The pass
     // checked the schema; listening needs only a connection.
     let mut store = PgStore::connect(url, Duration::ZERO).ok()?;
     store.backend().listen_releases().ok()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let (flag, url, job) = (stop.clone(), url.clone(), job.to_string());
+    let (flag, url, job) = (stop.clone(), url.to_string(), job.to_string());
     std::thread::Builder::new()
         .name("jobrun-listen".into())
         .spawn(move || {
