@@ -48,7 +48,9 @@ fn main() {
 /// (`link/pass-symbols.txt`, written by `scripts/gen-link-order`) side by
 /// side: the kernel maps 64 KiB around each page of code a wrapper
 /// touches, so packed code costs each wrapper ~2 MiB less resident memory.
-/// Names the list holds that the build lacks are skipped silently.
+/// Names the list holds that the build lacks are skipped silently (the
+/// list is `jobrun`'s, built without the PostgreSQL store: `jobrun-pg`
+/// matches what it shares with it). Both binaries get the same flags.
 fn link_order(here: &str) {
     let list = Path::new(here).join("link/pass-symbols.txt");
     println!("cargo:rerun-if-changed={}", list.display());
@@ -82,10 +84,10 @@ fn link_order(here: &str) {
     let lld = var("TARGET") == "x86_64-unknown-linux-gnu" && minor >= 90 && !own_linker;
     if var("PROFILE") == "release" && lld && list.exists() {
         println!(
-            "cargo:rustc-link-arg-bin=jobrun=-Wl,--symbol-ordering-file={}",
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
             list.display()
         );
-        println!("cargo:rustc-link-arg-bin=jobrun=-Wl,--no-warn-symbol-ordering");
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
     // Relative relocations packed (DT_RELR): the loader reads ~2 KB of them
     // before main instead of 140 KB of RELA entries (6,000 of them), and
@@ -94,7 +96,7 @@ fn link_order(here: &str) {
     // hosts (and cross builds, whose loader is unknown here) link as before.
     let native = var("HOST") == var("TARGET");
     if var("PROFILE") == "release" && lld && native && glibc_at_least(2, 36) {
-        println!("cargo:rustc-link-arg-bin=jobrun=-Wl,-z,pack-relative-relocs");
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
 }
 

@@ -13,7 +13,8 @@
 #   --bin FILE    install this built jobrun instead of building one with
 #                 `scripts/build-release --locked`; a jobrun-pg beside
 #                 FILE (the PostgreSQL store's half of the same build)
-#                 is installed with it
+#                 is installed with it, and must be there when FILE was
+#                 built without that store (its --version says so)
 #   --uninstall   remove every file the installs under P put there, and
 #                 every directory they created once it is empty; files
 #                 that were there before, or were added since, stay
@@ -73,9 +74,17 @@ main() {
     bin=$root/target/release/jobrun
   fi
   [ -x "$bin" ] || die "no executable jobrun at $bin"
-  # The PostgreSQL store's half, when jobrun was built without it.
-  local pg
+  # The PostgreSQL store's half, when jobrun was built without it (its
+  # --version says so): of the same build, or nothing is installed.
+  local pg shown lean="; PostgreSQL stores by jobrun-pg"
   pg=$(dirname "$bin")/jobrun-pg
+  shown=$("$bin" --version) || die "$bin does not run"
+  if [ -x "$pg" ]; then
+    [ "$("$pg" --version)" = "${shown%"$lean"}" ] ||
+      die "$pg ($("$pg" --version)) is not of the build of $bin ($shown): build the two with scripts/build-release"
+  elif [ "${shown%"$lean"}" != "$shown" ]; then
+    die "$bin hands PostgreSQL stores to a jobrun-pg beside it, and there is none: build the two with scripts/build-release"
+  fi
 
   umask 022
   local to=$destdir$prefix

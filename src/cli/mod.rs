@@ -19,7 +19,7 @@ job for long, and an operator can always see who holds what and fix it safely.";
 #[derive(Debug, Parser)]
 #[command(
     name = "jobrun",
-    version = crate::VERSION,
+    version = crate::SHOWN_VERSION,
     about = "Run scheduled passes under a renewed lease: never two at once, never silently stuck",
     long_about = format!("{INTRO}\n\n{}", crate::exit::summary())
 )]
@@ -66,7 +66,7 @@ pub struct StoreArgs {
 /// parsed again by `Cli`, which prints them, so the top level's texts
 /// (the exit-code summary among them) are not built for every pass.
 #[derive(Debug, Parser)]
-#[command(name = "jobrun", version = crate::VERSION)]
+#[command(name = "jobrun", version = crate::SHOWN_VERSION)]
 pub struct RunOnly {
     #[command(flatten)]
     pub store: StoreArgs,

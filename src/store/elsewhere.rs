@@ -29,36 +29,43 @@ pub const PG_PROGRAM: &str = "jobrun-pg";
 /// when this binary serves it, or with the one line that says why neither
 /// can.
 pub fn serve(choice: &StoreChoice) -> Result<()> {
-    if let Some(from) = std::env::var_os(HANDED_ENV) {
+    let handed = std::env::var_os(HANDED_ENV);
+    if let Some(from) = &handed {
         // Before any thread: the environment is this thread's alone.
         std::env::remove_var(HANDED_ENV);
-        if from.as_encoded_bytes() != crate::VERSION.as_bytes() {
+        if cfg!(feature = "postgres") && from.as_encoded_bytes() != crate::VERSION.as_bytes() {
             say!(
                 warning,
                 "{PG_PROGRAM} {} serves the PostgreSQL store for jobrun {}: install the two from \
                  one build (scripts/build-release, then scripts/install.sh)",
                 crate::VERSION,
-                crate::settings::arg_text(&from)
+                crate::settings::arg_text(from)
             );
         }
     }
     if cfg!(feature = "postgres") || !matches!(choice.spec, super::StoreSpec::Postgres(_)) {
         return Ok(());
     }
-    hand_over()
+    hand_over(handed.is_some())
 }
 
 /// Execute `jobrun-pg` in this process's place, by execv(3) itself:
 /// `std::process::Command` would empty the signal mask and give SIGPIPE
 /// its default back first, which a started jobrun does not see.
-fn hand_over() -> Result<()> {
+fn hand_over(handed: bool) -> Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStringExt;
     let me = std::env::current_exe()
         .map_err(|e| anyhow::anyhow!("cannot find jobrun's own file to find {PG_PROGRAM}: {e}"))?;
-    if me.file_name().is_some_and(|n| n == PG_PROGRAM) {
-        // Never hand over to oneself.
-        anyhow::bail!("{} is built without the PostgreSQL store", me.display());
+    // Never hand over again: a jobrun handed this command is built
+    // without the store too (a `jobrun-pg` that is a copy of, a link to or
+    // a script running `jobrun`).
+    if handed || me.file_name().is_some_and(|n| n == PG_PROGRAM) {
+        anyhow::bail!(
+            "{} is built without the PostgreSQL store, and so is the {PG_PROGRAM} beside \
+             jobrun: build the two with scripts/build-release",
+            me.display()
+        );
     }
     let pg = me.with_file_name(PG_PROGRAM);
     let path = CString::new(pg.clone().into_os_string().into_vec())?;

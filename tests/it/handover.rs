@@ -106,23 +106,56 @@ fn without_jobrun_pg_beside_it_a_postgres_store_is_one_line() {
     assert!(marker.exists());
 }
 
+/// `bin ARGS` to its end, or killed and failed after `within` (a hand-over
+/// in a loop never ends by itself).
+fn run_within(bin: &Path, args: &[&str], within: Duration) -> Output {
+    let mut c = Command::new(bin);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("JOBRUN_") {
+            c.env_remove(k);
+        }
+    }
+    let mut child = c
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + within;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} {args:?} did not end within {within:?}", bin.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_jobrun_pg_built_without_the_store_never_hands_over_again() {
     if !hands_over() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let first = copy_as(dir.path(), "jobrun");
-    let second = copy_as(dir.path(), "jobrun-pg");
-    for bin in [&first, &second] {
-        let out = run(bin, &["status", "--db", NOWHERE], &[]);
+    // A copy named jobrun-pg, and a link to jobrun named so.
+    let copied = tempfile::tempdir().unwrap();
+    let linked = tempfile::tempdir().unwrap();
+    let first = copy_as(copied.path(), "jobrun");
+    let second = copy_as(copied.path(), "jobrun-pg");
+    let lean = copy_as(linked.path(), "jobrun");
+    std::os::unix::fs::symlink("jobrun", linked.path().join("jobrun-pg")).unwrap();
+    for (bin, named) in [(&first, &second), (&second, &second), (&lean, &lean)] {
+        let out = run_within(bin, &["status", "--db", NOWHERE], Duration::from_secs(20));
         let said = text(&out.stderr);
         assert_eq!(out.status.code(), Some(125), "{said}");
         assert_eq!(
             said.trim_end(),
             format!(
-                "jobrun: {} is built without the PostgreSQL store",
-                second.display()
+                "jobrun: {} is built without the PostgreSQL store, and so is the jobrun-pg \
+                 beside jobrun: build the two with scripts/build-release",
+                named.display()
             ),
             "{}",
             bin.display()
@@ -196,6 +229,8 @@ fn a_handed_over_pass_keeps_its_pid_and_the_callers_environment() {
         seen.contains("MARK=from-cron") && !seen.contains(HANDED_ENV),
         "{seen}"
     );
+    // Handed over by its own build: nothing to say.
+    assert_eq!(env.stderr_of("pass"), "");
     fs::write(env.path("child.done"), "").unwrap();
     assert_eq!(
         env.wait_exit(pid, Duration::from_secs(10)),

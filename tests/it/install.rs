@@ -426,56 +426,79 @@ fn uninstall_removes_exactly_what_the_install_put_there() {
 }
 
 /// A jobrun built without the PostgreSQL store comes with the jobrun-pg
-/// beside it (scripts/build-release): the install takes the two, and an
-/// install of a jobrun that comes alone takes away the jobrun-pg an
-/// earlier one left, which would serve PostgreSQL with other code.
+/// beside it (scripts/build-release): the install takes the two, refuses
+/// a jobrun-pg of another build, and refuses such a jobrun alone. A
+/// jobrun that serves both stores itself may come alone: the install then
+/// takes away the jobrun-pg an earlier one left.
 #[test]
-fn install_brings_jobrun_pg_along_and_takes_a_stale_one_away() {
+fn install_brings_jobrun_pg_along_and_keeps_the_pair_of_one_build() {
     use std::os::unix::fs::PermissionsExt;
     let home = tempfile::tempdir().unwrap();
     let path = std::env::var("PATH").unwrap_or_default();
-    let pair = home.path().join("pair");
-    let alone = home.path().join("alone");
-    for d in [&pair, &alone] {
-        fs::create_dir(d).unwrap();
+    let shown = text(&Command::new(BIN).arg("--version").output().unwrap().stdout);
+    let shown = shown.trim_end();
+    let own = shown.trim_end_matches("; PostgreSQL stores by jobrun-pg");
+    let lean = own != shown;
+    // A stand-in for jobrun-pg: what --version says is all install.sh asks.
+    let dir_with = |name: &str, pg_says: Option<&str>| {
+        let d = home.path().join(name);
+        fs::create_dir(&d).unwrap();
         fs::copy(BIN, d.join("jobrun")).unwrap();
-    }
-    fs::write(pair.join("jobrun-pg"), "#!/bin/sh\necho the pg half\n").unwrap();
-    fs::set_permissions(pair.join("jobrun-pg"), fs::Permissions::from_mode(0o755)).unwrap();
+        if let Some(says) = pg_says {
+            fs::write(d.join("jobrun-pg"), format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+            fs::set_permissions(d.join("jobrun-pg"), fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        d.join("jobrun")
+    };
+    let pair = dir_with("pair", Some(own));
+    let odd = dir_with("odd", Some("jobrun 0.0.1 (git 000000000000)"));
+    let alone = dir_with("alone", None);
     let prefix = home.path().join("prefix");
     let p = prefix.to_str().unwrap();
-    let with = pair.join("jobrun");
-    let out = install_sh(
-        home.path(),
-        &path,
-        &["--bin", with.to_str().unwrap(), "--prefix", p],
-    );
+    let install = |bin: &Path| {
+        install_sh(
+            home.path(),
+            &path,
+            &["--bin", bin.to_str().unwrap(), "--prefix", p],
+        )
+    };
+
+    let out = install(&pair);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let installed = prefix.join("bin/jobrun-pg");
-    assert_eq!(
-        fs::read_to_string(&installed).unwrap(),
-        "#!/bin/sh\necho the pg half\n"
-    );
+    let pg_text = fs::read_to_string(pair.with_file_name("jobrun-pg")).unwrap();
+    assert_eq!(fs::read_to_string(&installed).unwrap(), pg_text);
     assert_eq!(
         fs::metadata(&installed).unwrap().permissions().mode() & 0o777,
         0o755
     );
-    let without = alone.join("jobrun");
-    let out = install_sh(
-        home.path(),
-        &path,
-        &["--bin", without.to_str().unwrap(), "--prefix", p],
-    );
+
+    let out = install(&odd);
     let said = text(&out.stderr);
-    assert!(out.status.success(), "{said}");
-    assert!(!installed.exists(), "{said}");
-    assert!(
-        said.contains(&format!(
-            "removed {} (installed before, no longer part of jobrun)",
-            installed.display()
-        )),
-        "{said}"
-    );
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("is not of the build of"), "{said}");
+    assert_eq!(fs::read_to_string(&installed).unwrap(), pg_text, "{said}");
+
+    let out = install(&alone);
+    let said = text(&out.stderr);
+    if lean {
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains("hands PostgreSQL stores to a jobrun-pg beside it, and there is none"),
+            "{said}"
+        );
+        assert_eq!(fs::read_to_string(&installed).unwrap(), pg_text, "{said}");
+    } else {
+        assert!(out.status.success(), "{said}");
+        assert!(!installed.exists(), "{said}");
+        assert!(
+            said.contains(&format!(
+                "removed {} (installed before, no longer part of jobrun)",
+                installed.display()
+            )),
+            "{said}"
+        );
+    }
     assert!(prefix.join("bin/jobrun").is_file());
 }
 
