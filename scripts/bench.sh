@@ -158,7 +158,7 @@ mode_pass() {
     true true ::: \
     jobrun-full JOBRUN_DB="$full" "$bin" run x -- true >"$work/pass.txt"
   say "\`$RUNS\` timed runs of each, interleaved (jobrun, floor, flock, true, jobrun-full, jobrun, ...) after $WARMUP untimed rounds; wall time of fork, exec and wait, in ms."
-  say "The floor is \`benches/floor.rs\`: open the store (WAL, synchronous=NORMAL), take a lease row in one write transaction, run the command, delete the row and append a history row in a second. jobrun runs on a store of its own, whose job has fewer rows than it keeps; jobrun-full on a job whose history is full (the 1,000 rows kept by default, written by \`bench-runner seed\`), so that each pass prunes a row, as every pass of a job that has run a thousand times does."
+  say "The floor is \`benches/floor.rs\`: open the store (WAL, synchronous=NORMAL), take a lease row in one write transaction, run the command, delete the row and append a history row in a second. jobrun is the binary \`scripts/build-release\` builds for installs, without the PostgreSQL store; it runs on a store of its own, whose job has fewer rows than it keeps; jobrun-full on a job whose history is full (the 1,000 rows kept by default, written by \`bench-runner seed\`), so that each pass prunes a row, as every pass of a job that has run a thousand times does."
   say
   say "| command | median | p10–p90 | min–max | runs |"
   say "|---|---|---|---|---|"
@@ -169,7 +169,7 @@ mode_pass() {
   say "Command: \`RUNS=$RUNS scripts/bench.sh pass\`."
   if [ "$PG" != 0 ] && start_pg; then
     say
-    say "SQLite beside PostgreSQL over loopback, plain and TLS (sslmode=verify-full), interleaved, $RUNS runs each:"
+    say "SQLite beside PostgreSQL over loopback, plain and TLS (sslmode=verify-full), interleaved, $RUNS runs each; jobrun hands a PostgreSQL pass to the jobrun-pg beside it, one exec more:"
     say
     JOBRUN_DB=$pg_plain "$bin" run x -- true
     "$runner" time "$RUNS" "$WARMUP" \
