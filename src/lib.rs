@@ -59,9 +59,24 @@ pub const SHOWN_VERSION: &str = concat!(
 
 use crate::cli::{Cli, Command};
 
-/// The binaries' entry point (`src/main.rs`, `src/bin/jobrun-pg.rs`):
-/// `start`, then `main`. A panic ends jobrun with 101, after its message,
-/// as under Rust's start.
+/// The C `main` of a binary (`src/main.rs`, `src/bin/jobrun-pg.rs`, each
+/// with `#![no_main]` outside tests): `c_main`.
+#[macro_export]
+macro_rules! entry_point {
+    () => {
+        #[cfg(not(test))]
+        #[no_mangle]
+        extern "C" fn main(
+            _argc: std::ffi::c_int,
+            _argv: *const *const std::ffi::c_char,
+        ) -> std::ffi::c_int {
+            $crate::c_main()
+        }
+    };
+}
+
+/// The binaries' entry point: `start`, then `main`. A panic ends jobrun
+/// with 101, after its message, as under Rust's start.
 pub fn c_main() -> std::ffi::c_int {
     start();
     let code = std::panic::catch_unwind(main).unwrap_or(101);

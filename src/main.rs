@@ -4,11 +4,4 @@
 //! every pass would pay. `jobrun::c_main` does the part jobrun needs.
 #![cfg_attr(not(test), no_main)]
 
-#[cfg(not(test))]
-#[no_mangle]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    jobrun::c_main()
-}
+jobrun::entry_point!();

@@ -3,11 +3,4 @@
 //! PostgreSQL store to the `jobrun-pg` beside it (`store::elsewhere`).
 #![cfg_attr(not(test), no_main)]
 
-#[cfg(not(test))]
-#[no_mangle]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    jobrun::c_main()
-}
+jobrun::entry_point!();

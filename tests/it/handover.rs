@@ -35,21 +35,6 @@ fn copy_as(dir: &Path, name: &str) -> PathBuf {
     to
 }
 
-/// `bin ARGS` with no JOBRUN_* setting from the caller.
-fn run(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(bin);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("JOBRUN_") {
-            c.env_remove(k);
-        }
-    }
-    c.args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// A server nobody listens on: nothing here may get as far as connecting.
 const NOWHERE: &str = "postgres://nobody@127.0.0.1:1/jobrun";
 
@@ -106,9 +91,10 @@ fn without_jobrun_pg_beside_it_a_postgres_store_is_one_line() {
     assert!(marker.exists());
 }
 
-/// `bin ARGS` to its end, or killed and failed after `within` (a hand-over
-/// in a loop never ends by itself).
-fn run_within(bin: &Path, args: &[&str], within: Duration) -> Output {
+/// `bin ARGS` with `env` and no JOBRUN_* setting from the caller, to its
+/// end, or killed and failed after 20 s (a hand-over in a loop never ends
+/// by itself).
+fn run(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(bin);
     for (k, _) in std::env::vars() {
         if k.starts_with("JOBRUN_") {
@@ -117,17 +103,18 @@ fn run_within(bin: &Path, args: &[&str], within: Duration) -> Output {
     }
     let mut child = c
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + within;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{} {args:?} did not end within {within:?}", bin.display());
+            panic!("{} {args:?} did not end within 20 s", bin.display());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -147,7 +134,7 @@ fn a_jobrun_pg_built_without_the_store_never_hands_over_again() {
     let lean = copy_as(linked.path(), "jobrun");
     std::os::unix::fs::symlink("jobrun", linked.path().join("jobrun-pg")).unwrap();
     for (bin, named) in [(&first, &second), (&second, &second), (&lean, &lean)] {
-        let out = run_within(bin, &["status", "--db", NOWHERE], Duration::from_secs(20));
+        let out = run(bin, &["status", "--db", NOWHERE], &[]);
         let said = text(&out.stderr);
         assert_eq!(out.status.code(), Some(125), "{said}");
         assert_eq!(
