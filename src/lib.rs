@@ -45,8 +45,8 @@ static HEAP: heap::Heap = heap::Heap;
 /// checkout, the revision (see build.rs), so an upgrade can be confirmed.
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("BUILD_VERSION_SUFFIX"));
 
-/// What `--version` prints after the name: `VERSION`, and for a jobrun
-/// built without the PostgreSQL store, where that store is served
+/// What `--version` prints after the name: `VERSION`; in a jobrun built
+/// without the PostgreSQL store, followed by where that store is served
 /// (`store::elsewhere`), so that an install can tell it needs `jobrun-pg`.
 #[cfg(feature = "postgres")]
 pub const SHOWN_VERSION: &str = VERSION;
