@@ -402,24 +402,30 @@ fn shell_word(s: &str) -> String {
     }
 }
 
+/// The store a command works on, once the clock is sane, served by this
+/// binary (a PostgreSQL store may be handed to `jobrun-pg` here, and this
+/// process then runs that instead: `store::elsewhere`).
+fn choose_store(cli: &Cli) -> anyhow::Result<settings::StoreChoice> {
+    clock::check_skew()?;
+    let choice = settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref())?;
+    store::elsewhere::serve(&choice)?;
+    Ok(choice)
+}
+
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     if let Command::Generate(g) = &cli.command {
         return cmd::generate::run(g);
     }
+    let choice = choose_store(&cli);
     if let Command::Check(a) = cli.command {
         // A plugin answers UNKNOWN, on stdout, for whatever keeps it from
         // judging.
-        let choice = clock::check_skew()
-            .and_then(|_| settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref()))
-            .and_then(|choice| store::elsewhere::serve(&choice).map(|_| choice));
         return Ok(match choice {
             Ok(choice) => cmd::check::run(&choice, a),
             Err(e) => cmd::check::unknown(&format!("{e:#}")),
         });
     }
-    clock::check_skew()?;
-    let choice = settings::store(cli.store.db.as_deref(), cli.store.db_mode.as_deref())?;
-    store::elsewhere::serve(&choice)?;
+    let choice = choice?;
     let spec = choice.spec.clone();
     match cli.command {
         Command::Run(a) => {

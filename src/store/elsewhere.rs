@@ -90,3 +90,13 @@ fn hand_over(handed: bool) -> Result<()> {
         pg.display()
     )
 }
+
+/// A PostgreSQL store reached in a build without it, by a way around
+/// `serve` (none today: every command on a store passes it first).
+#[cfg(not(feature = "postgres"))]
+pub(super) fn unserved(url: &str) -> super::StoreError {
+    super::StoreError::Other(
+        super::pgconn::redact(url),
+        "this jobrun is built without the PostgreSQL store".into(),
+    )
+}

@@ -120,16 +120,6 @@ pub const DEFAULT_FILE_MODE: u32 = 0o600;
 /// Holders' kernel lock files live in `<store>.holders/`.
 pub const HOLDERS_SUFFIX: &str = "holders";
 
-/// A PostgreSQL store reached in a build without it: `elsewhere::serve`
-/// hands every such command over before this.
-#[cfg(not(feature = "postgres"))]
-fn without_postgres(url: &str) -> StoreError {
-    StoreError::Other(
-        pgconn::redact(url),
-        "this jobrun is built without the PostgreSQL store".into(),
-    )
-}
-
 impl StoreSpec {
     pub fn parse(s: &str, mode: u32) -> StoreSpec {
         if s.starts_with("postgres://")
@@ -175,7 +165,7 @@ impl StoreSpec {
             #[cfg(feature = "postgres")]
             StoreSpec::Postgres(url) => Ok(Box::new(postgres::PgStore::open(url)?)),
             #[cfg(not(feature = "postgres"))]
-            StoreSpec::Postgres(url) => Err(without_postgres(url)),
+            StoreSpec::Postgres(url) => Err(elsewhere::unserved(url)),
         }
     }
 
@@ -197,7 +187,7 @@ impl StoreSpec {
                 postgres::TOO_MANY_CLIENTS_BUDGET,
             )?)),
             #[cfg(not(feature = "postgres"))]
-            StoreSpec::Postgres(url) => Err(without_postgres(url)),
+            StoreSpec::Postgres(url) => Err(elsewhere::unserved(url)),
         }
     }
 
@@ -219,7 +209,7 @@ impl StoreSpec {
                 patience.min(postgres::TOO_MANY_CLIENTS_BUDGET),
             )?)),
             #[cfg(not(feature = "postgres"))]
-            StoreSpec::Postgres(url) => Err(without_postgres(url)),
+            StoreSpec::Postgres(url) => Err(elsewhere::unserved(url)),
         }
     }
 

@@ -7,7 +7,9 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::{both_stores, dump_store, text, wait_until, Kind, TestEnv};
+use crate::support::{
+    both_stores, dump_store, text, wait_until, without_jobrun_env, Kind, TestEnv,
+};
 
 /// The previous release's binary, or `None` (said) when none was built.
 fn old_bin() -> Option<String> {
@@ -26,12 +28,7 @@ fn old_bin() -> Option<String> {
 /// The old binary against `env`'s store, with no JOBRUN_* settings of the
 /// caller's.
 fn old_cmd(bin: &str, env: &TestEnv, args: &[&str]) -> Command {
-    let mut c = Command::new(bin);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("JOBRUN_") {
-            c.env_remove(k);
-        }
-    }
+    let mut c = without_jobrun_env(bin);
     c.env("JOBRUN_DB", &env.db)
         .args(args)
         .current_dir(env.dir.path());

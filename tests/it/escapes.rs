@@ -13,7 +13,8 @@ use jobrun::model::{Liveness, Outcome, State};
 
 use crate::support::procfs::{here, now_ms, session_of, start_of};
 use crate::support::{
-    alive, both_stores, script, start_pass, store_exec, text, wait_until, Kind, TestEnv, BIN,
+    alive, both_stores, script, start_pass, store_exec, text, wait_until, without_jobrun_env, Kind,
+    TestEnv, BIN,
 };
 
 const BOUND: Duration = Duration::from_secs(20);
@@ -246,12 +247,7 @@ const BOOTTIME_OFFSET: &str = "200000";
 /// `jobrun ARGS` in a new time namespace whose boot clock is offset (as a
 /// CRIU restore or a sandbox does), against the env's store.
 fn in_time_namespace(env: &TestEnv, args: &[&str]) -> Command {
-    let mut c = Command::new("unshare");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("JOBRUN_") {
-            c.env_remove(k);
-        }
-    }
+    let mut c = without_jobrun_env("unshare");
     c.args([
         "--time",
         "--boottime",

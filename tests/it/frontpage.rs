@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{text, BIN};
+use crate::support::{text, without_jobrun_env, BIN};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -356,12 +356,7 @@ fn moved_sections_live_in_docs() {
 #[test]
 fn demo_shows_a_pass_a_skip_status_and_history() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = Command::new(root().join("scripts/demo"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("JOBRUN_") {
-            c.env_remove(k);
-        }
-    }
+    let mut c = without_jobrun_env(root().join("scripts/demo"));
     let mut child = c
         .args(["--bin", BIN])
         .env("TMPDIR", tmp.path())

@@ -11,10 +11,10 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use crate::support::{held_child, script, text, TestEnv, BIN};
+use crate::support::{held_child, script, text, wait_until, without_jobrun_env, TestEnv, BIN};
 
 const HANDED_ENV: &str = "JOBRUN_HANDED_OVER";
 
@@ -95,13 +95,7 @@ fn without_jobrun_pg_beside_it_a_postgres_store_is_one_line() {
 /// end, or killed and failed after 20 s (a hand-over in a loop never ends
 /// by itself).
 fn run(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(bin);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("JOBRUN_") {
-            c.env_remove(k);
-        }
-    }
-    let mut child = c
+    let mut child = without_jobrun_env(bin)
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -109,14 +103,12 @@ fn run(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{} {args:?} did not end within 20 s", bin.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !wait_until(Duration::from_secs(20), || {
+        child.try_wait().unwrap().is_some()
+    }) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{} {args:?} did not end within 20 s", bin.display());
     }
     child.wait_with_output().unwrap()
 }

@@ -30,6 +30,18 @@ pub struct TestEnv {
 }
 
 /// Wait until `cond` holds, checking every 10 ms, for at most `within`.
+/// `program` with none of the caller's JOBRUN_* settings in its
+/// environment: a test sets those it means.
+pub fn without_jobrun_env(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("JOBRUN_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
     loop {
@@ -162,12 +174,7 @@ impl TestEnv {
     /// A jobrun command against this store, with no JOBRUN_* settings
     /// leaking in from the caller's environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("JOBRUN_") {
-                c.env_remove(k);
-            }
-        }
+        let mut c = without_jobrun_env(BIN);
         c.env("JOBRUN_DB", &self.db)
             .args(args)
             .current_dir(self.dir.path());

@@ -15,7 +15,9 @@ pub mod user;
 
 pub use assert::{exits, Jobrun};
 pub use engine::Podman;
-pub use env::{alive, held_child, kill, script, wait_until, Kind, TestEnv, BIN};
+pub use env::{
+    alive, held_child, kill, script, wait_until, without_jobrun_env, Kind, TestEnv, BIN,
+};
 pub use pass::{kill_pass, start_pass, WEB2};
 pub use pg::OwnServer;
 pub use store::{dump_store, hold_the_line, store_exec};
